@@ -1,0 +1,302 @@
+"""The exercise format of the lab notebooks: parse, validate, and derive the student version.
+
+A lab notebook (``book/labs/labNN-*.ipynb``) is the *solution* notebook.  Its exercises are marked
+like this (see CONTRIBUTING.md):
+
+* solution code sits between ``# BEGIN SOLUTION exercise-N: <what to implement>`` and
+  ``# END SOLUTION`` lines, in a code cell tagged ``hide-input``;
+* the cells that check exercise N are tagged ``exercise-N``;
+* later cells that use exercise N's result are tagged ``uses-exercise-N``.
+
+:func:`parse_lab` checks all of this and returns where each exercise lives; every problem raises
+:class:`NotebookError` naming the notebook, the cell and what to do.  :func:`student_version`
+replaces each solution block by ``raise NotImplementedError("Exercise N: ...")`` and clears outputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+__all__ = [
+    "NotebookError",
+    "Exercise",
+    "LabInfo",
+    "REPO_ROOT",
+    "load_notebook",
+    "parse_lab",
+    "student_version",
+    "strip_outputs",
+    "setup_cell_source",
+    "repository_setting",
+    "write_notebook_atomic",
+    "dumps",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+BEGIN_RE = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\b(?P<rest>.*)$")
+END_RE = re.compile(r"^[ \t]*# END SOLUTION\b")
+BEGIN_ARGS_RE = re.compile(r"^\s+exercise-(?P<num>\d+)\s*:\s*(?P<what>\S.*?)\s*$")
+TAG_RE = re.compile(r"^(?P<kind>exercise|uses-exercise)-(?P<num>\d+)$")
+
+
+class NotebookError(ValueError):
+    """A lab notebook is missing, unreadable, or breaks the exercise format."""
+
+
+@dataclass
+class Exercise:
+    """Where exercise ``number`` lives in a notebook (cell indices into ``nb.cells``)."""
+
+    number: int
+    what: str = ""
+    solution_cells: list[int] = field(default_factory=list)
+    check_cells: list[int] = field(default_factory=list)
+    uses_cells: list[int] = field(default_factory=list)
+
+
+@dataclass
+class LabInfo:
+    """A parsed lab: the notebook node and its exercises by number."""
+
+    path: Path
+    nb: Any
+    exercises: dict[int, Exercise]
+
+
+def _cell_name(path: Path, index: int, cell: Any) -> str:
+    cid = cell.get("id")
+    return f"{path}, cell {index}" + (f" (id {cid})" if cid else "")
+
+
+def load_notebook(path: str | Path) -> Any:
+    """Read a notebook (nbformat v4), raising :class:`NotebookError` if missing or corrupt."""
+    path = Path(path)
+    if not path.is_file():
+        raise NotebookError(f"{path}: no such notebook file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            nb = nbformat.read(f, as_version=4)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise NotebookError(
+            f"{path}: not a valid notebook (JSON could not be read: {err})"
+        ) from err
+    except Exception as err:  # nbformat raises several unrelated types on malformed files
+        raise NotebookError(f"{path}: not a valid notebook ({type(err).__name__}: {err})") from err
+    if not isinstance(nb.get("cells"), list):
+        raise NotebookError(f"{path}: not a valid notebook (no list of cells)")
+    return nb
+
+
+def _tags(cell: Any) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool = True) -> LabInfo:
+    """Find and validate the exercises of a lab notebook.
+
+    Args:
+        path: the notebook file (also used in error messages).
+        nb: the notebook node, if already loaded.
+        require_solutions: ``True`` for solution notebooks (every ``exercise-N`` tag needs a
+            solution block); ``False`` for student notebooks and submissions (tags only).
+
+    Raises:
+        NotebookError: unbalanced or malformed markers, a marker outside a code cell, a check tag
+            without a solution block (or the reverse), a solution cell not tagged ``hide-input``,
+            a check cell hidden, or a ``uses-exercise-N`` tag for an unknown exercise.
+    """
+    path = Path(path)
+    nb = load_notebook(path) if nb is None else nb
+    exercises: dict[int, Exercise] = {}
+    uses: dict[int, list[int]] = {}
+
+    def get(num: int) -> Exercise:
+        return exercises.setdefault(num, Exercise(num))
+
+    for index, cell in enumerate(nb.cells):
+        where = _cell_name(path, index, cell)
+        lines = cell.get("source", "").splitlines()
+        open_num: int | None = None
+        open_line = 0
+        for lineno, line in enumerate(lines, start=1):
+            begin = BEGIN_RE.match(line)
+            if begin:
+                if cell.cell_type != "code":
+                    raise NotebookError(f"{where}: solution marker in a {cell.cell_type} cell")
+                if open_num is not None:
+                    raise NotebookError(
+                        f"{where}, line {lineno}: BEGIN SOLUTION inside the block opened at line "
+                        f"{open_line}; close it with '# END SOLUTION' first"
+                    )
+                args = BEGIN_ARGS_RE.match(begin.group("rest"))
+                if not args:
+                    raise NotebookError(
+                        f"{where}, line {lineno}: write the marker as "
+                        f"'# BEGIN SOLUTION exercise-N: <what to implement>', got {line.strip()!r}"
+                    )
+                open_num, open_line = int(args.group("num")), lineno
+                ex = get(open_num)
+                ex.what = ex.what or args.group("what")
+                if index not in ex.solution_cells:
+                    ex.solution_cells.append(index)
+            elif END_RE.match(line):
+                if open_num is None:
+                    raise NotebookError(
+                        f"{where}, line {lineno}: END SOLUTION without a BEGIN SOLUTION before it"
+                    )
+                open_num = None
+        if open_num is not None:
+            raise NotebookError(
+                f"{where}, line {open_line}: BEGIN SOLUTION exercise-{open_num} is never closed; "
+                "add '# END SOLUTION'"
+            )
+        for tag in _tags(cell):
+            m = TAG_RE.match(tag)
+            if not m:
+                continue
+            num = int(m.group("num"))
+            if m.group("kind") == "exercise":
+                if "hide-input" in _tags(cell) or "remove-input" in _tags(cell):
+                    raise NotebookError(
+                        f"{where}: check cell of exercise {num} is hidden; checks stay visible "
+                        "(remove the hide-input/remove-input tag)"
+                    )
+                get(num).check_cells.append(index)
+            else:
+                uses.setdefault(num, []).append(index)
+
+    for num, ex in sorted(exercises.items()):
+        if require_solutions:
+            if not ex.solution_cells:
+                first = ex.check_cells[0]
+                raise NotebookError(
+                    f"{_cell_name(path, first, nb.cells[first])}: tagged exercise-{num} but the "
+                    f"notebook has no '# BEGIN SOLUTION exercise-{num}: ...' block"
+                )
+            for i in ex.solution_cells:
+                if "hide-input" not in _tags(nb.cells[i]):
+                    raise NotebookError(
+                        f"{_cell_name(path, i, nb.cells[i])}: holds the solution of exercise {num}"
+                        " but is not tagged hide-input (the book must collapse solutions)"
+                    )
+        if not ex.check_cells:
+            first = ex.solution_cells[0]
+            raise NotebookError(
+                f"{_cell_name(path, first, nb.cells[first])}: exercise {num} has a solution but no "
+                f"check cell; tag the cell that checks it 'exercise-{num}'"
+            )
+    for num, cells in uses.items():
+        if num not in exercises:
+            raise NotebookError(
+                f"{_cell_name(path, cells[0], nb.cells[cells[0]])}: tagged uses-exercise-{num} but "
+                f"there is no exercise {num}"
+            )
+        exercises[num].uses_cells.extend(cells)
+    return LabInfo(path=path, nb=nb, exercises=dict(sorted(exercises.items())))
+
+
+def strip_outputs(nb: Any) -> Any:
+    """Return a copy of ``nb`` with outputs and execution counts cleared."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+            cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def student_version(info: LabInfo) -> Any:
+    """The student notebook of a parsed lab: solutions become ``NotImplementedError`` stubs.
+
+    Each ``BEGIN``..``END`` block (markers included) becomes one line,
+    ``raise NotImplementedError("Exercise N: <what>")``, at the indentation of the marker.  The
+    ``hide-input`` tag is dropped from those cells (students must see where to write), and all
+    outputs are cleared.
+    """
+    nb = strip_outputs(info.nb)
+    solution_cells = {i for ex in info.exercises.values() for i in ex.solution_cells}
+    for index in sorted(solution_cells):
+        cell = nb.cells[index]
+        out: list[str] = []
+        skipping = False
+        for line in cell.source.splitlines():
+            begin = BEGIN_RE.match(line)
+            if begin:
+                args = BEGIN_ARGS_RE.match(begin.group("rest"))
+                assert args is not None  # parse_lab validated it
+                message = f"Exercise {args.group('num')}: {args.group('what')}"
+                out.append(f"{begin.group('indent')}raise NotImplementedError({message!r})")
+                skipping = True
+            elif END_RE.match(line):
+                skipping = False
+            elif not skipping:
+                out.append(line)
+        cell.source = "\n".join(out)
+        cell.metadata.pop("mystnb", None)  # the "Show solution" toggle labels
+        tags = [t for t in _tags(cell) if t != "hide-input"]
+        if tags:
+            cell.metadata["tags"] = tags
+        else:
+            cell.metadata.pop("tags", None)
+    return nb
+
+
+def repository_setting() -> tuple[str, str]:
+    """``(url, branch)`` of the book's repository, read from ``_config.yml`` (one setting)."""
+    import yaml
+
+    config_path = REPO_ROOT / "_config.yml"
+    try:
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        repo = config["repository"]
+        return str(repo["url"]).rstrip("/"), str(repo.get("branch", "main"))
+    except (OSError, KeyError, TypeError) as err:
+        raise NotebookError(
+            f"{config_path}: cannot read repository.url ({err}); it configures the launch buttons "
+            "and the Colab set-up cell"
+        ) from err
+
+
+def setup_cell_source(url: str | None = None, branch: str | None = None) -> str:
+    """The first code cell of every lab: install ``labs`` on Colab, do nothing elsewhere."""
+    if url is None or branch is None:
+        url, branch = repository_setting()
+    return (
+        "# Set-up: on Google Colab, install this book's `labs` package from its repository.\n"
+        "# Anywhere else (a laptop, a workstation, the book's own build) this cell does nothing.\n"
+        "import sys\n"
+        "\n"
+        'if "google.colab" in sys.modules:\n'
+        "    import subprocess\n"
+        "\n"
+        "    # --no-deps keeps Colab's own CUDA build of torch; numpy, matplotlib and ipywidgets\n"
+        "    # are preinstalled there.\n"
+        f'    package = "dlsys-labs @ git+{url}@{branch}"\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", package], '
+        "check=True)"
+    )
+
+
+def write_notebook_atomic(nb: Any, path: str | Path) -> None:
+    """Write ``nb`` to ``path`` through a temporary file and a rename: never a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(dumps(nb), encoding="utf-8")
+    tmp.replace(path)
+
+
+def dumps(nb: Any) -> str:
+    """The text of ``nb`` exactly as the release tool stores it (ends with one newline)."""
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"

@@ -1,0 +1,122 @@
+"""Release the student notebooks: ``python -m labs.release [LAB.ipynb ...] [--check]``.
+
+For every lab notebook (default: ``book/labs/*.ipynb``) this
+
+1. validates the exercise format (:func:`labs.notebooks.parse_lab`);
+2. normalises the source: the Colab set-up cell first, outputs stripped (skipped with ``--check``);
+3. writes the student version to ``student/<name>.ipynb``: solutions replaced by
+   ``raise NotImplementedError("Exercise N: ...")``, outputs cleared.
+
+Every notebook is validated before anything is written, and every file is written through a
+temporary file and a rename, so a bad notebook leaves nothing half-written.  ``--check`` writes
+nothing and exits 1 if a source or a student notebook is out of date (the test suite runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+
+from labs.notebooks import (
+    REPO_ROOT,
+    NotebookError,
+    dumps,
+    load_notebook,
+    parse_lab,
+    setup_cell_source,
+    strip_outputs,
+    student_version,
+    write_notebook_atomic,
+)
+
+__all__ = ["main", "default_labs", "prepare"]
+
+
+def default_labs() -> list[Path]:
+    """All lab notebooks of the book, sorted by name."""
+    return sorted((REPO_ROOT / "book" / "labs").glob("*.ipynb"))
+
+
+def _with_setup_cell(nb, path: Path):
+    """Put the set-up cell first (replacing an outdated one)."""
+    source = setup_cell_source()
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    first = code_cells[0] if code_cells else None
+    if first is not None and (
+        first.source == source
+        or first.source.startswith("# Set-up: on Google Colab")
+        or first.source.strip() == "# set-up cell"
+    ):
+        first.source = source
+        first.metadata["tags"] = ["remove-input"]
+        return nb
+    cell = nbformat.v4.new_code_cell(source=source, metadata={"tags": ["remove-input"]})
+    insert_at = nb.cells.index(first) if first is not None else len(nb.cells)
+    nb.cells.insert(insert_at, cell)
+    return nb
+
+
+def prepare(path: Path, student_dir: Path) -> list[tuple[Path, object]]:
+    """Validate one lab and return ``[(path, notebook), ...]`` to write (source and student)."""
+    nb = load_notebook(path)
+    parse_lab(path, nb)  # validate first, so errors name the cells as they are on disk
+    nb = _with_setup_cell(strip_outputs(nb), path)
+    info = parse_lab(path, nb)
+    for ex in info.exercises.values():
+        for i in ex.solution_cells:  # the book's toggle says what it hides
+            nb.cells[i].metadata["mystnb"] = {
+                "code_prompt_show": "Show solution",
+                "code_prompt_hide": "Hide solution",
+            }
+    if not info.exercises:
+        raise NotebookError(f"{path}: a lab needs at least one exercise (tag its check cell)")
+    return [(path, nb), (student_dir / path.name, student_version(info))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m labs.release", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("labs", nargs="*", type=Path, help="lab notebooks (default: book/labs/*)")
+    parser.add_argument("--student-dir", type=Path, default=REPO_ROOT / "student")
+    parser.add_argument("--check", action="store_true", help="write nothing; fail if out of date")
+    args = parser.parse_args(argv)
+
+    labs = args.labs or default_labs()
+    if not labs:
+        print("no lab notebooks found in book/labs", file=sys.stderr)
+        return 1
+    try:
+        planned = [item for lab in labs for item in prepare(lab, args.student_dir)]
+    except NotebookError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    stale = []
+    for path, nb in planned:
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if current != dumps(nb):
+            stale.append(path)
+    if args.check:
+        expected = {args.student_dir / lab.name for lab in labs}
+        extra = [] if args.labs else sorted(set(args.student_dir.glob("*.ipynb")) - expected)
+        for path in stale:
+            print(f"out of date: {path} (run: python -m labs.release)")
+        for path in extra:
+            print(f"no lab for student notebook: {path} (delete it or run python -m labs.release)")
+        return 1 if stale or extra else 0
+    for path, nb in planned:
+        if path in stale:
+            write_notebook_atomic(nb, path)
+            print(
+                f"wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
+            )
+    print(f"{len(labs)} lab(s) released; {len(stale)} file(s) updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The book builds with zero warnings, and renders math and widgets offline in headless Chromium.
+
+The build runs first (module fixture): ``tools/build-book.sh --skip-setup`` — the README's build
+command minus the set-up that ``tools/test.sh`` has already done.  Then Chromium, with name
+resolution and the network disabled, loads pages from disk and we read the DOM it produced.
+A screenshot of the Chapter 1 memory calculator is kept in ``_build/artifacts/``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+from conftest import CHROMIUM, IN_CI, LABS, REPO
+from labs.notebooks import parse_lab
+
+HTML = REPO / "_build" / "html"
+REMOTE = re.compile(r"^(https?:)?//")
+ARTIFACTS = REPO / "_build" / "artifacts"
+OFFLINE_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>", "--run-all-compositor-stages-before-draw",
+    "--hide-scrollbars", "--virtual-time-budget=15000",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def built_book():
+    result = subprocess.run(
+        ["bash", "tools/build-book.sh", "--skip-setup"],
+        cwd=REPO, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    log = result.stdout + result.stderr
+    warnings = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
+    assert result.returncode == 0, "book build failed:\n" + "\n".join(warnings[-40:]) + log[-3000:]
+    assert not warnings, "the build must have zero warnings:\n" + "\n".join(warnings)
+    return HTML
+
+
+def chromium(*args: str) -> str:
+    if CHROMIUM is None:
+        if IN_CI:
+            pytest.fail("chromium is not installed; tools/test.sh installs Debian's chromium")
+        pytest.skip("Debian's chromium is not installed (tools/test.sh installs it when root)")
+    with tempfile.TemporaryDirectory() as profile:
+        result = subprocess.run(
+            [CHROMIUM, *OFFLINE_FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_no_page_loads_anything_from_a_cdn(built_book):
+    offenders = []
+    for page in built_book.rglob("*.html"):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        urls = [t.get("src", "") for t in soup.find_all("script")]
+        urls += [t.get("href", "") for t in soup.find_all("link", rel="stylesheet")]
+        offenders += [f"{page.relative_to(built_book)}: {u}" for u in urls if REMOTE.match(u)]
+    assert not offenders, "pages load remote assets:\n" + "\n".join(offenders[:20])
+    assert (built_book / "_static" / "mathjax" / "tex-mml-chtml.js").is_file()
+    assert (built_book / "_static" / "widgets" / "embed-amd.js").is_file()
+
+
+def test_math_is_typeset_and_widgets_render_offline(built_book):
+    page = built_book / "book" / "chapters" / "ch01-introduction.html"
+    dom = chromium("--dump-dom", page.as_uri())
+    assert len(re.findall(r"<mjx-container", dom)) >= 5, "MathJax did not typeset the page"
+    assert "widget-slider" in dom, "the memory calculator's slider did not render"
+    assert "widget-dropdown" in dom, "the memory calculator's drop-down lists did not render"
+    assert "GPUs needed" in dom, "the calculator's output did not render"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "ch01-which-gpu.png"
+    chromium(
+        "--window-size=1280,1100", f"--screenshot={shot}", page.as_uri() + "#which-gpu-do-i-need"
+    )
+    assert shot.is_file() and shot.stat().st_size > 20_000, "screenshot missing or blank"
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def test_solutions_are_collapsed_and_checks_visible(built_book, lab):
+    page = built_book / lab.relative_to(REPO).with_suffix(".html")
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    info = parse_lab(lab)
+    hidden = soup.select("div.cell.tag_hide-input")
+    n_solution_cells = len({i for ex in info.exercises.values() for i in ex.solution_cells})
+    assert len(hidden) >= n_solution_cells
+    for cell in hidden:
+        details = cell.find("details")
+        assert details is not None and "hide" in details.get("class", [])
+    assert "Show solution" in page.read_text(encoding="utf-8")
+    for num in info.exercises:
+        checks = soup.select(f"div.cell.tag_exercise-{num}")
+        assert checks, f"{page.name}: no check cell of exercise {num} in the page"
+        assert all(c.find("details") is None for c in checks), "check cells must stay visible"
+
+
+def test_a_failing_cell_fails_the_build(tmp_path):
+    """The build configuration turns a raising cell into a build failure (and a good one passes)."""
+
+    def build(cell_source: str) -> subprocess.CompletedProcess:
+        book = tmp_path / ("bad" if "raise" in cell_source else "good")
+        book.mkdir()
+        shutil.copy(REPO / "_config.yml", book / "_config.yml")
+        for name in ("vendor", "book"):
+            (book / name).mkdir()
+        (book / "vendor" / ".keep").write_text("")
+        (book / "book" / "assets").mkdir()
+        (book / "book" / "assets" / "book.css").write_text("")
+        (book / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+        (book / "book" / "page.md").write_text(
+            textwrap.dedent(f"""\
+            ---
+            jupytext:
+              text_representation: {{extension: .md, format_name: myst}}
+            kernelspec: {{display_name: Python 3, language: python, name: python3}}
+            ---
+            # A page
+
+            ```{{code-cell}} ipython3
+            {cell_source}
+            ```
+            """)
+        )
+        jb = Path(REPO / ".venv" / "bin" / "jupyter-book")
+        return subprocess.run(
+            [str(jb), "build", str(book), "--builder", "html", "-W", "-n", "--keep-going"],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    good = build("print(6 * 7)")
+    assert good.returncode == 0, good.stdout[-3000:]
+    bad = build("raise RuntimeError('boom in a cell')")
+    assert bad.returncode != 0
+    assert "boom in a cell" in bad.stdout + bad.stderr

@@ -1,0 +1,64 @@
+"""The grading assertions fail with useful messages, and pass when they should."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from labs.checks import CheckFailure, exercise
+
+
+def test_passing_checks_are_silent():
+    with exercise(1, "demo") as check:
+        check.equal(48, 48, "int")
+        check.equal((1, 2), (1, 2), "tuple")
+        check.equal(np.arange(3), np.arange(3), "array")
+        check.close(torch.tensor([1.0, 2.0]), np.array([1.0, 2.0 + 1e-9]), "tensor", rtol=1e-6)
+        check.true(True, "condition")
+        check.raises(ValueError, int, "x", what="int('x')")
+        check.between(0.5, 0, 1, "fraction")
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (
+            lambda c: c.equal(24, 48, "matmul_flops(2, 3, 4)"),
+            "matmul_flops(2, 3, 4): expected 48, got 24",
+        ),
+        (lambda c: c.equal(True, 1, "flag"), "expected 1, got True"),
+        (lambda c: c.close([1.0, 2.0], [1.0, 3.0], "vector"), "max abs error 1"),
+        (lambda c: c.close(np.ones(3), np.ones(4), "shape"), "expected shape (4,), got shape (3,)"),
+        (lambda c: c.close(None, 1.0, "value"), "got None"),
+        (lambda c: c.close([np.nan], [1.0], "nan"), "non-finite"),
+        (lambda c: c.raises(ValueError, lambda: None, what="no error"), "nothing was raised"),
+        (lambda c: c.between(3.0, 0, 1, "fraction"), "expected a value in [0, 1], got 3"),
+        (
+            lambda c: c.true(False, "the loss decreased", hint="check the sign"),
+            "Hint: check the sign",
+        ),
+    ],
+)
+def test_failures_name_the_exercise_and_the_part(body, fragment):
+    with pytest.raises(CheckFailure) as info:
+        with exercise(7, "demo") as check:
+            body(check)
+    message = str(info.value)
+    assert message.startswith("Exercise 7 (demo) -- ")
+    assert fragment in message
+
+
+def test_a_stub_is_reported_as_not_implemented():
+    def stub():
+        raise NotImplementedError("Exercise 2: count the operations")
+
+    with pytest.raises(CheckFailure, match=r"Exercise 2 -- not implemented yet: Exercise 2: count"):
+        with exercise(2) as check:
+            check.equal(stub(), 1, "stub()")
+
+
+def test_a_missing_name_points_to_the_cell_that_should_define_it():
+    with pytest.raises(CheckFailure, match="has not run successfully"):
+        with exercise(3):
+            undefined_name  # noqa: B018, F821

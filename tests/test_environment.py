@@ -1,0 +1,54 @@
+"""pyproject.toml (pip) and environment.yml (conda) must list the same dependencies."""
+
+from __future__ import annotations
+
+import re
+
+import tomllib
+import yaml
+
+from conftest import REPO
+
+
+def _normalise(req: str) -> str:
+    name, spec = re.match(r"^([A-Za-z0-9_.\-\[\]]+)\s*(.*)$", req.strip()).groups()
+    name = re.sub(r"[-_.]+", "-", name).lower()
+    return name + "".join(sorted(spec.replace(" ", "").split(",")))
+
+
+def pip_requirements() -> set[str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs.extend(extra)
+    return {_normalise(r) for r in reqs}
+
+
+def conda_requirements() -> set[str]:
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    return {_normalise(r) for r in pip_section if not r.startswith("-e")}
+
+
+def test_environment_yml_matches_pyproject():
+    pip, conda = pip_requirements(), conda_requirements()
+    assert pip == conda, (
+        f"only in pyproject.toml: {sorted(pip - conda)}; only in environment.yml: "
+        f"{sorted(conda - pip)}. Edit both so they list the same packages and ranges."
+    )
+
+
+def test_torch_range_admits_the_cpu_build_on_disk():
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (torch_req,) = [Requirement(r) for r in project["dependencies"] if r.startswith("torch")]
+    assert "2.13.0" in torch_req.specifier, f"{torch_req} must admit 2.13.0 (the CPU build here)"
+    assert torch_req.specifier.filter(["2.13.0", "3.0.0"]) is not None
+    assert "3.0.0" not in torch_req.specifier, f"{torch_req} needs an upper bound"
+
+
+def test_setup_script_pins_torch():
+    text = (REPO / "tools" / "setup.sh").read_text()
+    assert "TORCH_SPEC:-torch==2.13.0" in text
+    assert '"$TORCH_SPEC" -e ".[book,test]"' in text, "torch must be named in the same pip command"

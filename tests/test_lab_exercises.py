@@ -1,0 +1,51 @@
+"""Every lab's checks can fail: the solution passes every exercise, the student stub fails each.
+
+All solution notebooks are graded in one nbval run and all student notebooks in another.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import LABS, STUDENT
+from labs.grade import grade_notebooks
+from labs.notebooks import parse_lab
+
+
+@pytest.fixture(scope="module")
+def solution_results():
+    return {r.notebook: r for r in grade_notebooks(LABS)}
+
+
+@pytest.fixture(scope="module")
+def student_results():
+    return {r.notebook: r for r in grade_notebooks([STUDENT / p.name for p in LABS])}
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def test_solution_passes_every_exercise(lab, solution_results):
+    result = solution_results[str(lab)]
+    failed = {e.exercise: e.error for e in result.exercises if not e.passed}
+    assert not failed, f"{lab.name}: exercises failing on the solution: {failed}"
+    assert not result.failed_cells, (
+        f"{lab.name}: cells failing on the solution: {result.failed_cells}"
+    )
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def test_student_stub_fails_every_check_and_only_dependent_cells(lab, student_results):
+    student = STUDENT / lab.name
+    result = student_results[str(student)]
+    passing = [e.exercise for e in result.exercises if e.passed]
+    assert not passing, f"{student.name}: checks of exercises {passing} pass on the stub"
+    info = parse_lab(lab)  # the solution notebook knows which cells held solutions
+    allowed = {
+        i
+        for ex in info.exercises.values()
+        for i in (*ex.check_cells, *ex.uses_cells, *ex.solution_cells)
+    }
+    unexpected = {i: m for i, m in result.failed_cells.items() if i not in allowed}
+    assert not unexpected, (
+        f"{student.name}: cells that do not depend on an exercise fail on the stub: {unexpected}. "
+        "Tag them uses-exercise-N if they use exercise N's result."
+    )

@@ -1,0 +1,62 @@
+"""labs.widgets.explorer: every combination pre-rendered, controls linked in the front end."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import pytest
+
+from labs.widgets import _combinations, explorer
+
+
+def _leaves(w):
+    if isinstance(w, widgets.Stack):
+        return [leaf for child in w.children for leaf in _leaves(child)]
+    return [w]
+
+
+def test_every_combination_is_rendered_once_in_order():
+    controls = {"a": [("one", 1), ("two", 2)], "b": [("x", "x"), ("y", "y"), ("z", "z")]}
+    box = explorer(controls, lambda a, b: f"{a}{b}", kinds={"b": "dropdown"})
+    leaves = _leaves(box.children[-1])
+    assert [leaf.value for leaf in leaves] == ["1x", "1y", "1z", "2x", "2y", "2z"]
+    assert len(list(_combinations(controls))) == 6
+
+
+def test_controls_are_jslinked_to_every_stack_of_their_level():
+    box = explorer({"a": [("1", 1), ("2", 2)], "b": [("x", 0), ("y", 1)]}, lambda a, b: "")
+    links = box._dlsys_links
+    assert len(links) == 1 + 2  # one outer stack, two inner stacks
+    assert all(isinstance(link, widgets.widget_link.Link) for link in links)
+    assert {link.source[0].description for link in links} == {"a", "b"}
+
+
+def test_initial_index_and_labels():
+    box = explorer(
+        {"n": [("8", 8), ("16", 16), ("32", 32)]},
+        lambda n: str(n),
+        initial={"n": 2},
+        labels={"n": "tokens"},
+    )
+    slider, stack = box.children
+    assert slider.description == "tokens" and slider.index == 2 and stack.selected_index == 2
+
+
+@pytest.mark.parametrize(
+    ("controls", "message"),
+    [
+        ({}, "at least one control"),
+        ({"a": []}, "have no options"),
+        (
+            {"a": [(str(i), i) for i in range(30)], "b": [(str(i), i) for i in range(30)]},
+            "at most 600",
+        ),
+    ],
+)
+def test_bad_input(controls, message):
+    with pytest.raises(ValueError, match=message):
+        explorer(controls, lambda **kw: "")
+
+
+def test_unknown_control_kind():
+    with pytest.raises(ValueError, match="unknown control kind 'knob'"):
+        explorer({"a": [("1", 1)]}, lambda a: "", kinds={"a": "knob"})
