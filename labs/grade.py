@@ -57,7 +57,6 @@ def _run_nbval(paths: list[Path], timeout: int) -> list[dict]:
         record = Path(tmp) / "cells.jsonl"
         record.touch()
         env = dict(os.environ, LABS_GRADE_RECORD=str(record), PYTHONHASHSEED="0")
-        env.setdefault("MPLBACKEND", "Agg")
         cmd = [
             sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
             "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout", str(timeout),

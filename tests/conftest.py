@@ -7,6 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
+
+# Triton runs on a CPU only through its interpreter, and reads this variable when it is first
+# imported: set it before any test (or torch.compile) can import triton.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 LABS = sorted((REPO / "book" / "labs").glob("*.ipynb"))

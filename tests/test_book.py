@@ -74,6 +74,14 @@ def test_no_page_loads_anything_from_a_cdn(built_book):
     assert (built_book / "_static" / "widgets" / "embed-amd.js").is_file()
 
 
+def test_figures_are_in_the_pages(built_book):
+    """A kernel with a non-inline matplotlib backend (e.g. MPLBACKEND=Agg) silently drops plots."""
+    page = built_book / "book" / "chapters" / "ch02-preliminaries.html"
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    images = soup.select("div.cell_output img")
+    assert images, f"{page.name}: the achieved-FLOP/s figure is missing from the page"
+
+
 def test_math_is_typeset_and_widgets_render_offline(built_book):
     page = built_book / "book" / "chapters" / "ch01-introduction.html"
     dom = chromium("--dump-dom", page.as_uri())

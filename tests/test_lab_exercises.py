@@ -12,14 +12,28 @@ from labs.grade import grade_notebooks
 from labs.notebooks import parse_lab
 
 
-@pytest.fixture(scope="module")
-def solution_results():
-    return {r.notebook: r for r in grade_notebooks(LABS)}
+def _selected_labs(request, test_name: str) -> list:
+    """The labs whose ``test_name`` test was selected (so ``-k lab09`` grades lab09 only)."""
+    names = {
+        item.callspec.params["lab"].name
+        for item in request.session.items
+        if item.originalname == test_name and hasattr(item, "callspec")
+    }
+    return [lab for lab in LABS if lab.name in names]
 
 
 @pytest.fixture(scope="module")
-def student_results():
-    return {r.notebook: r for r in grade_notebooks([STUDENT / p.name for p in LABS])}
+def solution_results(request):
+    labs = _selected_labs(request, "test_solution_passes_every_exercise")
+    return {r.notebook: r for r in grade_notebooks(labs)} if labs else {}
+
+
+@pytest.fixture(scope="module")
+def student_results(request):
+    labs = _selected_labs(request, "test_student_stub_fails_every_check_and_only_dependent_cells")
+    return (
+        {r.notebook: r for r in grade_notebooks([STUDENT / p.name for p in labs])} if labs else {}
+    )
 
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)

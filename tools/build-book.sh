@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ "${1:-}" != "--skip-setup" ]; then bash tools/setup.sh; fi
-export MPLBACKEND=Agg PYTHONHASHSEED=0
+export PYTHONHASHSEED=0
+unset MPLBACKEND  # kernels must keep the inline matplotlib backend, or figures vanish from pages
 .venv/bin/jupyter-book build . --builder html -W -n --keep-going
 echo
 echo "The book is at: $(pwd)/_build/html/index.html"

@@ -15,5 +15,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-export MPLBACKEND=Agg PYTHONHASHSEED=0
+export PYTHONHASHSEED=0
+unset MPLBACKEND  # kernels must keep the inline matplotlib backend, or figures vanish from pages
 .venv/bin/python -m pytest "$@"

@@ -1,0 +1,142 @@
+"""Emulated all-reduce (labs.dist on threads) vs gloo all-reduce vs a memory-bandwidth floor.
+
+Run:  python benchmarks/bench_allreduce.py [--quick]
+
+For world sizes 2 and 4 and float32 buffers from 1 KB to 64 MB it measures, in one run:
+
+* ``emu``   -- seconds per ``labs.dist.all_reduce`` call on emulated ranks (threads);
+* ``gloo``  -- seconds per ``torch.distributed.all_reduce`` with the gloo backend, one process
+  per rank on this machine (the rendezvous and the processes are started once per world size);
+* ``floor`` -- seconds numpy needs to sum the same ``p`` buffers into one (``np.add`` with
+  ``out=``): reading ``p`` buffers and writing one is the least any all-reduce must do.
+
+It prints the ratios emu/floor and gloo/emu per size.  Targets (issue 3): tiny tensors at world
+size 4 cost at most 100 us per call; from 16 MB up, emu within 3x of the floor and below gloo.
+Times depend on the machine and its load; only the ratios measured side by side mean something.
+The per-call overhead is also given as CPU time, which a loaded machine inflates much less than
+wall-clock time (the emulated ranks take turns holding Python's GIL, so wall time is at least the
+CPU time on an idle machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+
+import numpy as np
+import torch
+import torch.distributed as tdist
+import torch.multiprocessing as mp
+
+from labs import dist
+
+SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+
+def _iters(nbytes: int, quick: bool) -> int:
+    budget = 1e8 if not quick else 3e7  # bytes reduced per measurement
+    return int(max(2, min(300 if not quick else 100, budget // nbytes)))
+
+
+REPEATS = 3  # every time is the best of 3 measurements: the machine may be shared
+
+
+def emulated(p: int, nbytes: int, iters: int) -> float:
+    def prog():
+        x = torch.zeros(nbytes // 4)
+        dist.all_reduce(x)  # warm-up
+        best = float("inf")
+        for _ in range(REPEATS):
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(x)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    return max(dist.launch(prog, p, timeout=600)) / iters
+
+
+def floor(p: int, nbytes: int, iters: int) -> float:
+    bufs = [np.zeros(nbytes // 4, dtype=np.float32) for _ in range(p)]
+    out = np.empty_like(bufs[0])
+    best = float("inf")
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            np.add(bufs[0], bufs[1], out=out)
+            for b in bufs[2:]:
+                np.add(out, b, out=out)
+        best = min(best, (time.perf_counter() - t0) / iters)
+    return best
+
+
+def _gloo_worker(rank: int, p: int, port: int, sizes: list[int], quick: bool, q) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    tdist.init_process_group("gloo", rank=rank, world_size=p)
+    out = {}
+    for nbytes in sizes:
+        iters = _iters(nbytes, quick)
+        x = torch.zeros(nbytes // 4)
+        tdist.all_reduce(x)
+        best = float("inf")
+        for _ in range(REPEATS):
+            tdist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                tdist.all_reduce(x)
+            best = min(best, time.perf_counter() - t0)
+        out[nbytes] = best / iters
+    q.put((rank, out))
+    tdist.barrier()
+    tdist.destroy_process_group()
+
+
+def gloo(p: int, sizes: list[int], quick: bool) -> dict[int, float]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    procs = mp.start_processes(_gloo_worker, args=(p, port, sizes, quick, q), nprocs=p,
+                               join=False, start_method="spawn")  # fmt: skip
+    results = [q.get() for _ in range(p)]
+    procs.join(timeout=600)
+    return {n: max(r[1][n] for r in results) for n in sizes}
+
+
+def _fmt_bytes(n: int) -> str:
+    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer iterations, up to 16 MB")
+    args = ap.parse_args()
+    sizes = SIZES[:-1] if args.quick else SIZES
+    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
+    for p in (2, 4):
+        g = gloo(p, sizes, args.quick)
+        print(f"\nworld size {p}")
+        print(f"{'size':>6} {'emu us':>10} {'floor us':>10} {'gloo us':>10} "
+              f"{'emu/floor':>10} {'gloo/emu':>9}")  # fmt: skip
+        for n in sizes:
+            it = _iters(n, args.quick)
+            e, f = emulated(p, n, it), floor(p, n, it)
+            print(f"{_fmt_bytes(n):>6} {e * 1e6:10.1f} {f * 1e6:10.1f} {g[n] * 1e6:10.1f} "
+                  f"{e / f:10.2f} {g[n] / e:9.2f}")  # fmt: skip
+    iters = 1000
+    cpu0 = time.process_time()
+    tiny = emulated(4, 16, iters)
+    cpu = (time.process_time() - cpu0) / (iters * REPEATS)
+    print(
+        f"\nper-call overhead, 4 ranks, 16-byte tensor: {tiny * 1e6:.1f} us wall clock, "
+        f"{cpu * 1e6:.1f} us of CPU time over all threads (target <= 100 us)"
+    )
+
+
+if __name__ == "__main__":
+    main()

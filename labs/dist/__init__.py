@@ -1,0 +1,351 @@
+"""``torch.distributed`` on threads: emulated ranks for learning and testing collectives.
+
+The functions here have the names, argument order and in-place semantics of
+``torch.distributed``.  Write the per-rank program as a function and start it with
+:func:`launch`::
+
+    from labs import dist
+    import torch
+
+    def program():
+        x = torch.full((4,), float(dist.get_rank()))
+        dist.all_reduce(x)                      # in place: every rank now holds 0+1+2+3
+        return x
+
+    dist.launch(program, 4)                     # -> [tensor([6., 6., 6., 6.])] * 4
+    dist.last_trace().bytes_sent()              # what each rank sent (see labs.dist.trace)
+
+Two ways to run the same program:
+
+* **Emulated** (a plain ``python`` process or a notebook): ``launch(fn, world_size)`` runs
+  ``fn`` once per rank, each on its own thread, and returns the list of return values
+  (index = rank).  Every call is recorded in a :class:`~labs.dist.trace.Trace`; a deadlock is
+  reported at once, naming what each rank waits for.
+* **Under torchrun** (``RANK`` and ``WORLD_SIZE`` in the environment): ``launch`` initialises
+  ``torch.distributed`` (NCCL when CUDA is available, gloo otherwise) unless it is already
+  initialised, runs ``fn`` once for this process's rank, destroys the process group it created,
+  and returns a list of length ``world_size`` that holds ``fn``'s return value at index
+  ``RANK`` and ``None`` everywhere else (the other ranks' values live in the other processes).
+  Every ``labs.dist`` call then delegates to ``torch.distributed``.
+
+Both accept torch tensors and numpy arrays (results are written into the array you pass), the
+``group=`` argument (a group from :func:`new_group`) and ``async_op=True`` (returns a
+:class:`Work` whose ``wait()`` completes the operation).  Peer ranks (``src``, ``dst``) are
+global ranks as in torch; ``group_src`` / ``group_dst`` give a rank within the group instead.
+
+Emulator semantics worth knowing: ``send`` / ``isend`` copy the tensor and return at once
+(buffered, like a small NCCL or MPI message); ``recv`` blocks until the matching message
+arrived; messages between two ranks with the same tag arrive in order; ``recv(src=None)`` takes
+the oldest message from any rank.  Collectives complete when the last member of the group
+arrives.  Ranks are threads: Python code of different ranks does not run in parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import _emulator as _emu
+from . import _launch, _ops, _p2p, alpha_beta, trace
+from . import _torchrun as _tr
+from ._common import ReduceOp, Work
+from ._emulator import (
+    CollectiveMismatchError,
+    DeadlockError,
+    DistError,
+    DistTimeoutError,
+    Group,
+)
+from .trace import Record, Trace
+
+__all__ = [
+    "ReduceOp",
+    "Work",
+    "Group",
+    "DistError",
+    "DeadlockError",
+    "CollectiveMismatchError",
+    "DistTimeoutError",
+    "Trace",
+    "Record",
+    "launch",
+    "last_trace",
+    "is_emulated",
+    "is_initialized",
+    "get_rank",
+    "get_world_size",
+    "new_group",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "broadcast",
+    "all_reduce",
+    "reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "barrier",
+    "region",
+    "trace",
+    "alpha_beta",
+]
+
+DEFAULT_TIMEOUT = 60.0
+
+
+def launch(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = DEFAULT_TIMEOUT,
+    **kwargs: Any,
+) -> list[Any]:
+    """Run ``fn(*args, **kwargs)`` once per rank; return the per-rank results (index = rank).
+
+    Args:
+        fn: the per-rank program; it finds its rank with :func:`get_rank`.
+        world_size: number of ranks (>= 1).
+        *args, **kwargs: passed to ``fn`` unchanged, the same for every rank.
+        timeout: keyword-only, seconds.  Emulated: the whole run must finish within it, else
+            :class:`DistTimeoutError` says what each rank was doing (deadlocks are reported at
+            once, without waiting).  Under torchrun: the collective timeout of the process group.
+            ``launch`` consumes ``timeout=``; if ``fn`` itself takes an argument named
+            ``timeout``, bind it first (``functools.partial(fn, timeout=...)``).
+
+    Returns:
+        Emulated: ``[fn's value on rank 0, ..., on rank world_size-1]``.  Under torchrun: a
+        list of length ``world_size`` with this process's value at index ``RANK`` and ``None``
+        elsewhere.
+
+    Raises:
+        DeadlockError: every live rank waits for something no rank can provide.
+        CollectiveMismatchError: ranks called different collectives, shapes or dtypes.
+        DistTimeoutError: the run exceeded ``timeout``.
+        Exception: an exception raised in a rank stops every rank and is re-raised here as the
+            same type, its message prefixed with ``rank R failed:`` and the original chained as
+            ``__cause__`` (so its traceback shows where in ``fn`` it happened).
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"launch: world_size must be an int >= 1, got {world_size!r}")
+    if not callable(fn):
+        raise TypeError(f"launch: fn must be callable, got {type(fn).__name__}")
+    if _emu.current() is not None:
+        raise RuntimeError("launch: called from inside an emulated rank; launch cannot nest")
+    if _tr.env_rank() is not None:
+        return _tr.launch(fn, world_size, args, kwargs, timeout)
+    results, _ = _launch.run(fn, world_size, args, kwargs, timeout)
+    return results
+
+
+def last_trace() -> Trace:
+    """The :class:`Trace` of the most recent emulated :func:`launch` (also one that failed)."""
+    if _emu.LAST_TRACE is None:
+        raise RuntimeError("last_trace: no emulated launch has run yet")
+    return _emu.LAST_TRACE
+
+
+def is_emulated() -> bool:
+    """True when called from a rank started by an emulated :func:`launch`."""
+    return _emu.current() is not None
+
+
+def is_initialized() -> bool:
+    """True inside an emulated rank or once ``torch.distributed`` is initialised."""
+    import torch.distributed as tdist
+
+    return _emu.current() is not None or tdist.is_initialized()
+
+
+def get_rank(group: Any = None) -> int:
+    """This rank's index in ``group`` (the world by default); -1 if not a member."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.get_rank(group)
+    return ctx.rank if group is None else group.index.get(ctx.rank, -1)
+
+
+def get_world_size(group: Any = None) -> int:
+    """Number of ranks in ``group`` (the world by default); -1 if the caller is not a member."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.get_world_size(group)
+    if group is None:
+        return ctx.world.size
+    return group.size() if ctx.rank in group.index else -1
+
+
+def new_group(ranks: list[int] | None = None, **kwargs: Any) -> Any:
+    """A group of the given global ranks (all ranks when None).
+
+    As in torch, every rank must call ``new_group`` with the same ranks in the same order, also
+    ranks that are not members.  Extra torch keyword arguments (``backend``, ``timeout``) are
+    accepted and ignored by the emulator.
+    """
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.new_group(ranks)
+    return _p2p.new_group(ctx, ranks)
+
+
+def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
+         group_dst: int | None = None) -> None:  # fmt: skip
+    """Send ``tensor`` to rank ``dst``.  Emulated: buffered (copies the data and returns)."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.send(tensor, dst, group, tag, group_dst)
+    _p2p.send(ctx, tensor, dst, group, tag, group_dst)
+    return None
+
+
+def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
+         group_src: int | None = None) -> int:  # fmt: skip
+    """Receive into ``tensor`` (in place) from ``src`` (any rank if None); return the sender."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.recv(tensor, src, group, tag, group_src)
+    return _p2p.recv(ctx, tensor, src, group, tag, group_src)
+
+
+def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
+          group_dst: int | None = None) -> Work:  # fmt: skip
+    """Start sending ``tensor`` to ``dst``; returns a :class:`Work` (don't modify before wait)."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.isend(tensor, dst, group, tag, group_dst)
+    return _p2p.isend(ctx, tensor, dst, group, tag, group_dst)
+
+
+def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
+          group_src: int | None = None) -> Work:  # fmt: skip
+    """Start receiving into ``tensor``; ``wait()`` on the returned :class:`Work` fills it."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.irecv(tensor, src, group, tag, group_src)
+    return _p2p.irecv(ctx, tensor, src, group, tag, group_src)
+
+
+def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: bool = False,
+              group_src: int | None = None) -> Work | None:  # fmt: skip
+    """Copy ``tensor`` of rank ``src`` into ``tensor`` of every rank of the group."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.broadcast(tensor, src, group, async_op, group_src)
+    return _ops.broadcast(ctx, tensor, src, group, async_op, group_src)
+
+
+def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None,
+               async_op: bool = False) -> Work | None:  # fmt: skip
+    """Replace ``tensor`` on every rank by ``op`` over the group's tensors (same shape)."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.all_reduce(tensor, op, group, async_op)
+    return _ops.all_reduce(ctx, tensor, op, group, async_op)
+
+
+def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: Any = None,
+           async_op: bool = False, group_dst: int | None = None) -> Work | None:  # fmt: skip
+    """Like :func:`all_reduce`, but only rank ``dst``'s tensor receives the result."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.reduce(tensor, dst, op, group, async_op, group_dst)
+    return _ops.reduce(ctx, tensor, dst, op, group, async_op, group_dst)
+
+
+def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None,
+               async_op: bool = False) -> Work | None:  # fmt: skip
+    """Fill ``tensor_list[i]`` with group rank i's ``tensor`` (list length = group size)."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.all_gather(tensor_list, tensor, group, async_op)
+    return _ops.all_gather(ctx, tensor_list, tensor, group, async_op)
+
+
+def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None,
+                           async_op: bool = False) -> Work | None:  # fmt: skip
+    """Concatenate the group's ``input_tensor`` (in rank order) into ``output_tensor``.
+
+    ``output_tensor`` holds group-size times as many elements as ``input_tensor``.
+    """
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
+    return _ops.all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op)
+
+
+def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int | None = None,
+           group: Any = None, async_op: bool = False,
+           group_dst: int | None = None) -> Work | None:  # fmt: skip
+    """Rank ``dst`` receives every rank's ``tensor`` into ``gather_list`` (None elsewhere)."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.gather(tensor, gather_list, dst, group, async_op, group_dst)
+    return _ops.gather(ctx, tensor, gather_list, dst, group, async_op, group_dst)
+
+
+def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int | None = None,
+            group: Any = None, async_op: bool = False,
+            group_src: int | None = None) -> Work | None:  # fmt: skip
+    """Group rank i receives ``scatter_list[i]`` of rank ``src`` into ``tensor``."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.scatter(tensor, scatter_list, src, group, async_op, group_src)
+    return _ops.scatter(ctx, tensor, scatter_list, src, group, async_op, group_src)
+
+
+def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM,
+                   group: Any = None, async_op: bool = False) -> Work | None:  # fmt: skip
+    """Group rank j receives ``op`` over every rank's ``input_list[j]`` into ``output``."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.reduce_scatter(output, input_list, op, group, async_op)
+    return _ops.reduce_scatter(ctx, output, input_list, op, group, async_op)
+
+
+def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,
+                          async_op: bool = False) -> Work | None:  # fmt: skip
+    """Reduce ``input`` (group-size x ``output`` elements) over ranks; rank j keeps slice j."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.reduce_scatter_tensor(output, input, op, group, async_op)
+    return _ops.reduce_scatter_tensor(ctx, output, input, op, group, async_op)
+
+
+def all_to_all(output_tensor_list: list[Any], input_tensor_list: list[Any], group: Any = None,
+               async_op: bool = False) -> Work | None:  # fmt: skip
+    """Rank j's ``output_tensor_list[i]`` receives rank i's ``input_tensor_list[j]``."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.all_to_all(output_tensor_list, input_tensor_list, group, async_op)
+    return _ops.all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op)
+
+
+def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:
+    """Return once every rank of the group has called ``barrier``."""
+    ctx = _emu.current()
+    if ctx is None:
+        return _tr.barrier(group, async_op)
+    return _ops.barrier(ctx, group, async_op)
+
+
+@contextlib.contextmanager
+def region(name: str) -> Iterator[None]:
+    """Record the enclosed code as a compute span named ``name`` in the emulated trace.
+
+    Timelines (:meth:`Trace.timeline`, :func:`labs.dist.alpha_beta.predict`) then show compute
+    beside communication.  Outside an emulated rank it does nothing.
+    """
+    ctx = _emu.current()
+    if ctx is None:
+        yield
+        return
+    t0 = ctx.now()
+    try:
+        yield
+    finally:
+        ctx.record(name, (), 0, 0, t0, (ctx.rank,), "compute", 0)

@@ -1,0 +1,110 @@
+"""Start emulated ranks on threads, wait for them, and turn failures into one exception."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import _emulator
+from ._emulator import DistError, DistTimeoutError, RankContext, World, _Abort, _tls
+
+__all__ = ["run"]
+
+
+def _async_raise(thread: threading.Thread) -> None:
+    """Ask ``thread`` to raise ``_Abort`` at its next Python bytecode (best effort)."""
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(thread.ident), ctypes.py_object(_Abort)
+        )
+
+
+def _rank_error(rank: int, err: BaseException) -> BaseException:
+    """An exception of the same type as ``err`` whose message names the rank."""
+    text = f"rank {rank} failed: {type(err).__name__}: {err}"
+    try:
+        new = type(err)(text)
+        if new.args != (text,):
+            raise TypeError
+    except Exception:  # noqa: BLE001 - a type whose constructor takes other arguments
+        new = DistError(text)
+    new.rank = rank  # type: ignore[attr-defined]
+    return new
+
+
+def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, timeout: float):
+    """Run ``fn(*args, **kwargs)`` on ``world_size`` threads; see :func:`labs.dist.launch`."""
+    world = World(world_size)
+    results: list[Any] = [None] * world_size
+    failures: dict[int, BaseException] = {}
+
+    def body(rank: int) -> None:
+        _tls.ctx = RankContext(world, rank)
+        try:
+            results[rank] = fn(*args, **kwargs)
+        except _Abort:
+            pass
+        except BaseException as err:  # noqa: BLE001 - reported by launch
+            failures[rank] = err
+            with world.cond:
+                world.fail(err)
+        finally:
+            _tls.ctx = None
+            try:
+                world.finish(rank)
+            except _Abort:  # an async abort that landed late
+                world.finish(rank)
+
+    threads = [
+        threading.Thread(target=body, args=(r,), name=f"labs.dist-rank-{r}", daemon=True)
+        for r in range(world_size)
+    ]
+    for t in threads:
+        t.start()
+    try:
+        if not world.finished.wait(timeout):
+            with world.cond:
+                world.fail(
+                    DistTimeoutError(
+                        f"launch: the ranks did not finish within timeout={timeout:g} s:\n"
+                        + world.describe_ranks()
+                        + "\nA rank still 'running' is stuck in its own code (an endless loop?); "
+                        "raise the timeout if the program is just slow."
+                    )
+                )
+    except BaseException as err:  # KeyboardInterrupt in the main thread: stop every rank
+        with world.cond:
+            world.fail(err)
+    _stop(threads, world, grace=0.5 if isinstance(world.error, DistTimeoutError) else 2.0)
+    stuck = [t.name for t in threads if t.is_alive()]
+    trace = _emulator.LAST_TRACE = world.trace
+    err = world.error
+    if err is None:
+        return results, trace
+    if stuck:
+        note = f"threads {stuck} are stuck in C code and could not be stopped"
+        err.args = (f"{err.args[0] if err.args else err}\n({note})",)
+    rank = next((r for r, e in failures.items() if e is err), None)
+    if rank is not None:
+        raise _rank_error(rank, err) from err
+    raise err
+
+
+def _stop(threads: list[threading.Thread], world: World, grace: float) -> None:
+    """Join every thread; after ``grace`` seconds interrupt those still running user code."""
+    deadline = time.perf_counter() + grace
+    for t in threads:
+        t.join(max(0.0, deadline - time.perf_counter()))
+    for _ in range(20):
+        alive = [t for t in threads if t.is_alive()]
+        if not alive:
+            return
+        for t in alive:
+            _async_raise(t)
+        with world.cond:
+            world.wake()
+        for t in alive:
+            t.join(0.1)

@@ -1,0 +1,223 @@
+"""The roofline model of a machine: peak FLOP/s, memory bandwidth, arithmetic intensity.
+
+A kernel that performs ``F`` floating-point operations and moves ``Q`` bytes between main memory
+and the processor has *arithmetic intensity* ``I = F / Q`` (FLOP/byte).  On a machine with peak
+compute ``P`` (FLOP/s) and memory bandwidth ``W`` (byte/s) it cannot run faster than
+``min(P, W * I)`` FLOP/s (Williams, Waterman and Patterson, 2009).  Below the *ridge point*
+``I* = P / W`` the kernel is memory-bound, above it compute-bound.
+
+This module measures ``P`` and ``W`` on the machine it runs on (Chapter 9 and its lab), computes
+intensities of common operations, draws the roofline, and measures the peak memory of a function
+(Chapter 11).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+
+from labs import flops
+
+__all__ = [
+    "peak_matmul_flops",
+    "stream_bandwidth",
+    "arithmetic_intensity",
+    "matmul_intensity",
+    "elementwise_intensity",
+    "attainable_flops",
+    "ridge_point",
+    "regime",
+    "plot_roofline",
+    "peak_memory_bytes",
+    "compare_times",
+]
+
+
+def peak_matmul_flops(
+    sizes=(256, 512, 1024), dtype: torch.dtype = torch.float32, device: str = "cpu"
+) -> float:
+    """Best achieved FLOP/s of square ``n x n`` products over ``sizes``: the compute roof.
+
+    A vendor's peak is an upper bound that large, well-shaped products approach; the measured
+    value is what *this* machine delivers through PyTorch.
+    """
+    return max(t.flop_per_s for t in flops.sweep(list(sizes), dtype=dtype, device=device))
+
+
+def stream_bandwidth(
+    n_bytes: int = 64 * 2**20, device: str = "cpu", repeats: int = 5, seed: int = 0
+) -> float:
+    """Achieved main-memory bandwidth in byte/s of a large copy, ``dst.copy_(src)``.
+
+    A copy reads ``n_bytes`` and writes ``n_bytes``, so it moves ``2 * n_bytes``.  Pick
+    ``n_bytes`` well above the last-level cache (tens of MiB on a laptop CPU, more than the
+    L2 size on a GPU) or the caches, not memory, are measured.
+    """
+    if n_bytes < 4:
+        raise ValueError(f"stream_bandwidth: n_bytes must be at least 4, got {n_bytes}")
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.rand(n_bytes // 4, generator=gen).to(device)
+    dst = torch.empty_like(src)
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+
+    def copy() -> None:
+        dst.copy_(src)
+        sync()
+
+    return 2 * src.numel() * 4 / flops.time_fn(copy, warmup=1, repeats=repeats)
+
+
+def compare_times(fns: dict[str, Callable[[], object]], repeats: int = 5) -> dict[str, float]:
+    """Best-of-``repeats`` seconds of each function, measured in interleaved rounds.
+
+    Running the candidates in turn, round after round, exposes them to the same background load;
+    the minimum discards rounds a busy machine slowed down.  Use it to compare, not to report
+    absolute speeds.  On CUDA, each function must synchronise.
+    """
+    if repeats < 1:
+        raise ValueError(f"compare_times: repeats must be >= 1, got {repeats}")
+    for fn in fns.values():  # warm-up
+        fn()
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def arithmetic_intensity(flop_count: float, bytes_moved: float) -> float:
+    """FLOP per byte moved to and from main memory."""
+    if bytes_moved <= 0:
+        raise ValueError(f"arithmetic_intensity: bytes_moved must be positive, got {bytes_moved}")
+    return flop_count / bytes_moved
+
+
+def matmul_intensity(m: int, k: int, n: int, bytes_per_element: int = 4) -> float:
+    """Intensity of ``(m x k) @ (k x n)``: ``2mkn`` FLOPs over reading A, B and writing C once."""
+    moved = bytes_per_element * (m * k + k * n + m * n)
+    return arithmetic_intensity(flops.matmul_flops(m, k, n), moved)
+
+
+def elementwise_intensity(
+    flops_per_element: float, reads: int = 1, writes: int = 1, bytes_per_element: int = 4
+) -> float:
+    """Intensity of an elementwise op that reads ``reads`` and writes ``writes`` tensors."""
+    return arithmetic_intensity(flops_per_element, bytes_per_element * (reads + writes))
+
+
+def attainable_flops(intensity, peak_flops: float, bandwidth: float):
+    """The roofline: ``min(peak_flops, bandwidth * intensity)`` (scalars or arrays)."""
+    return np.minimum(peak_flops, bandwidth * np.asarray(intensity, dtype=float))
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """Intensity (FLOP/byte) where the memory roof meets the compute roof: ``peak / bandwidth``."""
+    return peak_flops / bandwidth
+
+
+def regime(intensity: float, peak_flops: float, bandwidth: float) -> str:
+    """``"memory-bound"`` below the ridge point, ``"compute-bound"`` at or above it."""
+    return "memory-bound" if intensity < ridge_point(peak_flops, bandwidth) else "compute-bound"
+
+
+def plot_roofline(
+    peak_flops: float,
+    bandwidth: float,
+    points: dict[str, tuple[float, float]] | None = None,
+    ax=None,
+    label: str = "this machine",
+):
+    """Draw the roofline on log-log axes, with measured ``points = {name: (intensity, FLOP/s)}``.
+
+    Returns the matplotlib axes.  FLOP/s are shown in GFLOP/s.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    ridge = ridge_point(peak_flops, bandwidth)
+    xs = [ridge / 1000, ridge * 1000]
+    if points:
+        xs += [i for i, _ in points.values()]
+    grid = np.logspace(np.log10(min(xs) / 2), np.log10(max(xs) * 2), 200)
+    ax.loglog(grid, attainable_flops(grid, peak_flops, bandwidth) / 1e9, "k-", lw=2, label=label)
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.annotate(
+        f"ridge point {ridge:.3g} FLOP/B",
+        (ridge, 0),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, 6),
+        textcoords="offset points",
+        fontsize=9,
+        color="grey",
+    )
+    for k, (name, (inten, achieved)) in enumerate((points or {}).items()):
+        ax.plot(inten, achieved / 1e9, "o", ms=7)  # labels alternate above and below the points
+        offset = (6, 4) if k % 2 == 0 else (6, -14)
+        ax.annotate(name, (inten, achieved / 1e9), xytext=offset, textcoords="offset points")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("performance (GFLOP/s)")
+    ax.grid(True, which="major", alpha=0.3)
+    return ax
+
+
+@contextlib.contextmanager
+def _silence_native_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null: the profiler's C++ log lines would clutter cells.
+
+    Descriptor 2 itself, not ``sys.stderr.fileno()``: Jupyter kernels replace ``sys.stderr``
+    and capture what native code writes to descriptor 2 separately.
+    """
+    fd = 2
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(devnull)
+        os.close(saved)
+
+
+def peak_memory_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes allocated *while* ``fn()`` runs, above what was allocated before it.
+
+    On CUDA this reads ``torch.cuda.max_memory_allocated``.  On the CPU it replays the
+    allocation and free events of the PyTorch profiler, which sees every tensor PyTorch allocates,
+    including scratch buffers inside fused kernels such as ``scaled_dot_product_attention``.
+    The returned tensors count while they are alive, i.e. the output is included.
+    """
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
+    from torch.profiler import ProfilerActivity, profile
+
+    with _silence_native_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+        pass  # the first profiler start of a process prints and allocates set-up state
+    with _silence_native_stderr():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+    events = [
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    ]
+    live = peak = 0
+    for _, nbytes in sorted(events):
+        live += nbytes
+        peak = max(peak, live)
+    return peak

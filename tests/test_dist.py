@@ -1,0 +1,421 @@
+"""labs.dist on emulated ranks: every collective against a numpy reference, and the faults."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from labs import dist
+
+DTYPES = ["float32", "float64", "int32", "int64"]
+OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG"]
+SETTINGS = settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+
+
+def _data(rank: int, shape: tuple[int, ...], dtype: str, salt: int = 0) -> np.ndarray:
+    """Small integer values, so that every reduction order gives exactly the same floats."""
+    rng = np.random.default_rng(1000 * salt + rank)
+    return rng.integers(-3, 4, size=shape).astype(dtype)
+
+
+def _reduce_ref(arrays: list[np.ndarray], op: str) -> np.ndarray:
+    stack = np.stack(arrays)
+    if op == "SUM":
+        return stack.sum(0).astype(arrays[0].dtype)
+    if op == "PRODUCT":
+        return stack.prod(0).astype(arrays[0].dtype)
+    if op == "MIN":
+        return stack.min(0)
+    if op == "MAX":
+        return stack.max(0)
+    return (stack.sum(0) / len(arrays)).astype(arrays[0].dtype)
+
+
+def _wrap(x: np.ndarray, kind: str):
+    return torch.from_numpy(x.copy()) if kind == "torch" else x.copy()
+
+
+def _np(x) -> np.ndarray:
+    return x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+cases = st.fixed_dictionaries(
+    {
+        "n": st.integers(1, 8),
+        "shape": st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple),
+        "dtype": st.sampled_from(DTYPES),
+        "op": st.sampled_from(OPS),
+        "kind": st.sampled_from(["torch", "numpy"]),
+        "members": st.lists(st.booleans(), min_size=8, max_size=8),
+        "root": st.integers(0, 7),
+    }
+)
+
+
+def _group_of(c) -> list[int]:
+    ranks = [r for r in range(c["n"]) if c["members"][r]]
+    return ranks or [0]
+
+
+@SETTINGS
+@given(cases)
+def test_reductions_match_numpy(c):
+    """all_reduce, reduce, reduce_scatter(_tensor) on a random sub-group, every op and dtype."""
+    n, shape, dtype, op, kind = c["n"], c["shape"], c["dtype"], c["op"], c["kind"]
+    if op == "AVG" and not dtype.startswith("float"):
+        op = "SUM"
+    ranks = _group_of(c)
+    p = len(ranks)
+    root = ranks[c["root"] % p]
+    rop = getattr(dist.ReduceOp, op)
+
+    def prog():
+        r = dist.get_rank()
+        g = dist.new_group(ranks)
+        if r not in ranks:
+            return None
+        i = ranks.index(r)
+        x = _wrap(_data(i, shape, dtype), kind)
+        dist.all_reduce(x, op=rop, group=g)
+        y = _wrap(_data(i, shape, dtype, 1), kind)
+        dist.reduce(y, dst=root, op=rop, group=g)
+        out = _wrap(np.zeros(shape, dtype), kind)
+        dist.reduce_scatter(out, [_wrap(_data(i, shape, dtype, 2 + j), kind) for j in range(p)],
+                            op=rop, group=g)  # fmt: skip
+        flat_out = _wrap(np.zeros(shape, dtype), kind)
+        big = np.concatenate([_data(i, shape, dtype, 20 + j).reshape(-1) for j in range(p)])
+        dist.reduce_scatter_tensor(flat_out, _wrap(big, kind), op=rop, group=g)
+        return _np(x), _np(y), _np(out), _np(flat_out)
+
+    res = dist.launch(prog, n)
+    for r in range(n):
+        if r not in ranks:
+            assert res[r] is None
+            continue
+        i = ranks.index(r)
+        x, y, out, flat_out = res[r]
+        np.testing.assert_array_equal(
+            x, _reduce_ref([_data(k, shape, dtype) for k in range(p)], op)
+        )
+        if r == root:
+            ref = _reduce_ref([_data(k, shape, dtype, 1) for k in range(p)], op)
+            np.testing.assert_array_equal(y, ref)
+        else:
+            np.testing.assert_array_equal(y, _data(i, shape, dtype, 1))
+        ref = _reduce_ref([_data(k, shape, dtype, 2 + i) for k in range(p)], op)
+        np.testing.assert_array_equal(out, ref)
+        ref = _reduce_ref([_data(k, shape, dtype, 20 + i) for k in range(p)], op)
+        np.testing.assert_array_equal(flat_out.reshape(-1), ref.reshape(-1))
+
+
+@SETTINGS
+@given(cases)
+def test_data_movement_matches_numpy(c):
+    """broadcast, all_gather(_into_tensor), gather, scatter, all_to_all, send/recv."""
+    n, shape, dtype, kind = c["n"], c["shape"], c["dtype"], c["kind"]
+    ranks = _group_of(c)
+    p = len(ranks)
+    root = ranks[c["root"] % p]
+
+    def prog():
+        r = dist.get_rank()
+        g = dist.new_group(ranks)
+        if r not in ranks:
+            return None
+        i = ranks.index(r)
+        b = _wrap(_data(i, shape, dtype), kind)
+        dist.broadcast(b, src=root, group=g)
+        lst = [_wrap(np.zeros(shape, dtype), kind) for _ in range(p)]
+        dist.all_gather(lst, _wrap(_data(i, shape, dtype, 1), kind), group=g)
+        flat = _wrap(np.zeros(p * int(np.prod(shape)), dtype), kind)
+        dist.all_gather_into_tensor(flat, _wrap(_data(i, shape, dtype, 2), kind), group=g)
+        gl = [_wrap(np.zeros(shape, dtype), kind) for _ in range(p)] if r == root else None
+        dist.gather(_wrap(_data(i, shape, dtype, 3), kind), gl, dst=root, group=g)
+        sl = [_wrap(_data(j, shape, dtype, 4), kind) for j in range(p)] if r == root else None
+        sc = _wrap(np.zeros(shape, dtype), kind)
+        dist.scatter(sc, sl, src=root, group=g)
+        outs = [_wrap(np.zeros(shape, dtype), kind) for _ in range(p)]
+        ins = [_wrap(_data(10 * i + j, shape, dtype, 5), kind) for j in range(p)]
+        dist.all_to_all(outs, ins, group=g)
+        ring = _wrap(np.zeros(shape, dtype), kind)
+        if p > 1:
+            dist.send(_wrap(_data(i, shape, dtype, 6), kind), dst=ranks[(i + 1) % p], group=g)
+            dist.recv(ring, src=ranks[(i - 1) % p], group=g)
+        return (_np(b), [_np(t) for t in lst], _np(flat), gl and [_np(t) for t in gl], _np(sc),
+                [_np(t) for t in outs], _np(ring))  # fmt: skip
+
+    res = dist.launch(prog, n)
+    for r in ranks:
+        i = ranks.index(r)
+        b, lst, flat, gl, sc, outs, ring = res[r]
+        np.testing.assert_array_equal(b, _data(ranks.index(root), shape, dtype))
+        for k in range(p):
+            np.testing.assert_array_equal(lst[k], _data(k, shape, dtype, 1))
+            np.testing.assert_array_equal(outs[k], _data(10 * k + i, shape, dtype, 5))
+        ref = np.concatenate([_data(k, shape, dtype, 2).reshape(-1) for k in range(p)])
+        np.testing.assert_array_equal(flat, ref)
+        if r == root:
+            for k in range(p):
+                np.testing.assert_array_equal(gl[k], _data(k, shape, dtype, 3))
+        np.testing.assert_array_equal(sc, _data(i, shape, dtype, 4))
+        if p > 1:
+            np.testing.assert_array_equal(ring, _data((i - 1) % p, shape, dtype, 6))
+
+
+def test_launch_returns_values_and_passes_arguments():
+    def prog(a, b=0):
+        return (dist.get_rank(), dist.get_world_size(), a, b)
+
+    assert dist.launch(prog, 3, "x", b=5, timeout=10) == [(r, 3, "x", 5) for r in range(3)]
+
+
+def test_async_ops_and_message_order():
+    def prog():
+        r = dist.get_rank()
+        bufs = [torch.zeros(1) for _ in range(3)]
+        if r == 0:
+            for k in range(3):
+                dist.isend(torch.tensor([float(k)]), dst=1, tag=7).wait()
+        else:
+            works = [dist.irecv(b, src=0, tag=7) for b in bufs]
+            for w in reversed(works):  # waiting out of order still matches posting order
+                w.wait()
+        x = torch.ones(2)
+        work = dist.all_reduce(x, async_op=True)
+        work.wait()
+        return [b.item() for b in bufs], x.tolist()
+
+    res = dist.launch(prog, 2)
+    assert res[1] == ([0.0, 1.0, 2.0], [2.0, 2.0])
+
+
+def test_recv_any_source_returns_sender():
+    def prog():
+        r = dist.get_rank()
+        if r == 0:
+            got = sorted(dist.recv(torch.zeros(1)) for _ in range(2))
+            return got
+        dist.send(torch.tensor([float(r)]), dst=0)
+        return None
+
+    assert dist.launch(prog, 3)[0] == [1, 2]
+
+
+def test_trace_counts_bytes_and_messages():
+    def prog():
+        r, n = dist.get_rank(), dist.get_world_size()
+        x = torch.zeros(10, dtype=torch.float32)
+        dist.send(x, dst=(r + 1) % n)
+        dist.recv(x, src=(r - 1) % n)
+        with dist.region("compute"):
+            time.sleep(0.001)
+        dist.all_reduce(x)
+
+    dist.launch(prog, 4)
+    tr = dist.last_trace()
+    assert tr.message_counts() == [1, 1, 1, 1]
+    assert tr.bytes_sent(kind="p2p") == [40] * 4
+    assert tr.bytes_received(kind="p2p") == [40] * 4
+    assert tr.bytes_sent(kind="collective") == [2 * 3 * 40 // 4] * 4
+    ops = [op for op, _, _ in tr.timeline(2)]
+    assert ops == ["send", "recv", "compute", "all_reduce"]
+    starts = [t0 for _, t0, _ in tr.timeline(2)]
+    assert starts == sorted(starts)
+    assert all(r.t_end >= r.t_start for r in tr[2])
+    sends = {rec.msg_id: rec for rs in tr.select(op="send") for rec in rs}
+    for rs in tr.select(op="recv"):
+        (rec,) = rs
+        assert sends[rec.msg_id].rank == rec.peers[0]
+
+
+# -- faults ---------------------------------------------------------------------------------
+def _raises(exc, fn, n, match=(), timeout=10.0, **kw):
+    t0 = time.perf_counter()
+    with pytest.raises(exc) as info:
+        dist.launch(fn, n, timeout=timeout, **kw)
+    elapsed = time.perf_counter() - t0
+    for text in match:
+        assert text in str(info.value), (text, str(info.value))
+    return info.value, elapsed
+
+
+def test_deadlock_is_reported_at_once_naming_each_rank():
+    def prog():
+        r = dist.get_rank()
+        dist.recv(torch.zeros(1), src=1 - r)
+
+    err, elapsed = _raises(dist.DeadlockError, prog, 2, ["rank 0", "rank 1", "recv(src=1"])
+    assert elapsed < 5.0
+
+
+def test_recv_without_send_and_early_return_are_deadlocks():
+    def no_send():
+        if dist.get_rank() == 1:
+            dist.recv(torch.zeros(1), src=0)
+
+    _raises(dist.DeadlockError, no_send, 2, ["rank 0: finished", "rank 1: waiting"])
+
+    def early_return():
+        if dist.get_rank() != 2:
+            dist.barrier()
+
+    _raises(dist.DeadlockError, early_return, 3, ["barrier", "missing ranks [2]"])
+
+
+@pytest.mark.parametrize(
+    "variant", ["op", "shape", "dtype", "root", "reduce_op"], ids=lambda v: f"different-{v}"
+)
+def test_mismatched_collectives_raise(variant):
+    def prog():
+        r = dist.get_rank()
+        x = torch.zeros(3)
+        if r == 1 and variant == "op":
+            dist.broadcast(x, src=0)
+        elif r == 1 and variant == "shape":
+            dist.all_reduce(torch.zeros(4))
+        elif r == 1 and variant == "dtype":
+            dist.all_reduce(torch.zeros(3, dtype=torch.float64))
+        elif variant == "root":
+            dist.broadcast(x, src=r)
+        elif r == 1 and variant == "reduce_op":
+            dist.all_reduce(x, op=dist.ReduceOp.MAX)
+        else:
+            dist.all_reduce(x)
+
+    err, _ = _raises(dist.CollectiveMismatchError, prog, 2, ["rank 0", "rank 1"])
+    assert isinstance(err, ValueError)
+
+
+def test_exception_in_a_rank_stops_all_and_keeps_type_and_traceback():
+    def prog():
+        if dist.get_rank() == 2:
+            raise KeyError("boom")
+        dist.barrier()  # the others would wait forever
+
+    err, elapsed = _raises(KeyError, prog, 4, ["rank 2 failed"])
+    assert isinstance(err.__cause__, KeyError)
+    assert err.__cause__.__traceback__ is not None
+    assert elapsed < 5.0
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["dst-range", "src-range", "self-send", "list-length", "non-contiguous", "list-shape",
+     "recv-size", "group-member", "scatter-list", "gather-output"],
+)  # fmt: skip
+def test_bad_arguments_raise_value_error_naming_rank_and_op(case):
+    def prog():
+        r = dist.get_rank()
+        x = torch.zeros(4)
+        if case == "dst-range" and r == 0:
+            dist.send(x, dst=3)
+        elif case == "src-range" and r == 0:
+            dist.recv(x, src=-1)
+        elif case == "self-send" and r == 0:
+            dist.send(x, dst=0)
+        elif case == "list-length":
+            dist.all_gather([torch.zeros(4)], x)
+        elif case == "non-contiguous":
+            dist.all_reduce(torch.zeros(4, 4).t())
+        elif case == "list-shape":
+            dist.all_gather([torch.zeros(4), torch.zeros(5)], x)
+        elif case == "recv-size":
+            if r == 0:
+                dist.send(torch.zeros(3), dst=1)
+            else:
+                dist.recv(x, src=0)
+        elif case == "group-member":
+            g = dist.new_group([0])
+            dist.all_reduce(x, group=g)
+        elif case == "scatter-list":
+            dist.scatter(x, [torch.zeros(4)] * 3 if r == 0 else None, src=0)
+        elif case == "gather-output":
+            dist.all_gather_into_tensor(torch.zeros(7), x)
+        dist.barrier()
+
+    err, _ = _raises(ValueError, prog, 2, ["rank "])
+    text = str(err)
+    assert "failed" in text
+    assert any(
+        op in text
+        for op in ("send", "recv", "all_gather", "all_reduce", "scatter", "all_gather_into_tensor")
+    )
+
+
+def test_numpy_views_and_wrong_types():
+    def prog():
+        a = np.zeros((4, 4))
+        dist.all_reduce(a[:, 0])
+
+    _raises(ValueError, prog, 2, ["C-contiguous", "all_reduce"])
+
+    def prog2():
+        dist.all_reduce([1.0, 2.0])
+
+    _raises(TypeError, prog2, 2, ["torch.Tensor or a numpy.ndarray"])
+
+
+def test_avg_needs_floats_and_new_group_must_match():
+    def prog():
+        dist.all_reduce(torch.zeros(2, dtype=torch.int64), op=dist.ReduceOp.AVG)
+
+    _raises(ValueError, prog, 2, ["AVG"])
+
+    def prog2():
+        dist.new_group([0, 1] if dist.get_rank() == 0 else [1, 2])
+
+    _raises(dist.CollectiveMismatchError, prog2, 3, ["new_group"])
+
+
+def test_timeout_names_running_ranks_and_threads_do_not_survive():
+    before = threading.active_count()
+
+    def prog():
+        if dist.get_rank() == 0:
+            while True:  # stuck in its own Python code
+                pass
+        dist.barrier()
+
+    err, elapsed = _raises(dist.DistTimeoutError, prog, 2, ["rank 0: running", "rank 1: waiting"],
+                           timeout=0.5)  # fmt: skip
+    assert elapsed < 5.0
+    assert threading.active_count() == before
+    assert dist.launch(lambda: dist.get_rank(), 3) == [0, 1, 2]  # the next launch is unaffected
+    assert threading.active_count() == before
+
+
+def test_launch_arguments_are_checked():
+    with pytest.raises(ValueError, match="world_size"):
+        dist.launch(lambda: None, 0)
+    with pytest.raises(RuntimeError, match="outside dist.launch"):
+        dist.all_reduce(torch.zeros(1))
+
+    def nested():
+        dist.launch(lambda: None, 2)
+
+    _raises(RuntimeError, nested, 2, ["cannot nest"])
+
+
+def test_bfloat16_and_tensors_that_require_grad():
+    """bfloat16 takes the torch path (numpy has no bfloat16); autograd leaves work in place."""
+
+    def prog():
+        r = dist.get_rank()
+        small = torch.full((5,), float(r + 1), dtype=torch.bfloat16)
+        dist.all_reduce(small, op=dist.ReduceOp.MAX)
+        big = torch.ones(70_000, dtype=torch.bfloat16)  # several 256 KiB chunks
+        dist.all_reduce(big)
+        leaf = torch.ones(3, requires_grad=True)
+        dist.all_reduce(leaf)
+        return small.float(), big.float(), leaf.detach()
+
+    for small, big, leaf in dist.launch(prog, 3):
+        assert torch.all(small == 3.0) and torch.all(big == 3.0) and torch.all(leaf == 3.0)
