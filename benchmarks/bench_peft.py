@@ -13,27 +13,14 @@ from __future__ import annotations
 
 import copy
 import os
-import statistics
-import time
 
 import torch
 
 from labs import data, gpt, lora, quant
+from labs.flops import time_fn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"]
-
-
-def median_time(fn, repeats: int = 7, warmup: int = 2) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def storage(cfg: gpt.GPTConfig) -> None:
@@ -60,9 +47,9 @@ def storage(cfg: gpt.GPTConfig) -> None:
 
 def nf4_speed() -> None:
     w = torch.randn(2048, 2048, generator=torch.Generator().manual_seed(0))
-    ours_q = median_time(lambda: quant.nf4_quantize(w))
+    ours_q = time_fn(lambda: quant.nf4_quantize(w))
     q = quant.nf4_quantize(w)
-    ours_d = median_time(q.dequantize)
+    ours_d = time_fn(q.dequantize)
     print(f"2. NF4 on a 2048 x 2048 fp32 tensor (CPU, {torch.get_num_threads()} threads)")
     try:
         import bitsandbytes.functional as bnbf
@@ -73,11 +60,11 @@ def nf4_speed() -> None:
             f"dequantize {w.numel() / ours_d / 1e6:.1f} M el/s"
         )
         return
-    bq = median_time(
+    bq = time_fn(
         lambda: bnbf.quantize_4bit(w, blocksize=64, quant_type="nf4", compress_statistics=True)
     )
     packed, state = bnbf.quantize_4bit(w, blocksize=64, quant_type="nf4", compress_statistics=True)
-    bd = median_time(lambda: bnbf.dequantize_4bit(packed, state))
+    bd = time_fn(lambda: bnbf.dequantize_4bit(packed, state))
     for what, ours, theirs in (("quantize", ours_q, bq), ("dequantize", ours_d, bd)):
         print(
             f"   {what:>10}: labs {w.numel() / ours / 1e6:8.1f} M el/s, bitsandbytes "
@@ -105,7 +92,7 @@ def step_time(cfg: gpt.GPTConfig) -> None:
             m.loss(*batch).backward()
             opt.step()
 
-        times[name] = median_time(step, repeats=9)
+        times[name] = time_fn(step, warmup=2, repeats=9)
     print(
         f"3. one fine-tuning step, GPT(n_layer={cfg.n_layer}, n_embd={cfg.n_embd}), "
         f"batch 16 x {cfg.block_size}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -24,3 +25,10 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (for torchrun rendezvous in tests)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

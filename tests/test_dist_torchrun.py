@@ -8,7 +8,6 @@ runs :func:`program` for the process's rank, and each rank saves its results to 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import free_port
 from labs import dist
 
 HERE = Path(__file__).resolve()
@@ -88,12 +88,6 @@ def program() -> dict[str, np.ndarray]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _torchrun(tmp: Path, extra: list[str], env_extra: dict | None = None, timeout: float = 120):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DIST_TEST_OUT": str(tmp)}
     env.update(env_extra or {})
@@ -130,7 +124,7 @@ def test_torchrun_standalone_matches_threads(tmp_path):
 
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs gloo")
 def test_torchrun_two_nodes_matches_threads(tmp_path):
-    port = _free_port()
+    port = free_port()
     common = ["--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d",
               f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=labs-dist-test"]  # fmt: skip
     procs = [_torchrun(tmp_path, [*common, f"--node_rank={i}"]) for i in range(2)]

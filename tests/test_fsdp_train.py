@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import free_port
 from labs import checkpoint as ckpt
 from labs import fsdp_train
 
@@ -24,12 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 STEPS = ["--steps", "6", "--batch-size", "4", "--seq-len", "16", "--n-embd", "32"]
 TIMEOUT = 150
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(crash: bool = False) -> dict[str, str]:
@@ -101,7 +95,7 @@ def test_fsdp2_torchrun_matches_single_and_emulated_and_resumes_exactly(tmp_path
 
 
 def test_two_nodes_rendezvous_on_localhost(tmp_path, reference):
-    port = str(_free_port())
+    port = str(free_port())
     procs = []
     for node in range(2):
         cmd = [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
