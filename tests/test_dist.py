@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -419,3 +420,57 @@ def test_bfloat16_and_tensors_that_require_grad():
 
     for small, big, leaf in dist.launch(prog, 3):
         assert torch.all(small == 3.0) and torch.all(big == 3.0) and torch.all(leaf == 3.0)
+
+
+def test_one_buffer_shared_by_every_rank_counts_once_per_rank():
+    """Threads share memory: a tensor captured by every rank is p contributions, as p processes
+    holding a copy each would give (small, chunked and split paths alike)."""
+    for n in (4, 5_000, 300_000):
+        x = torch.ones(n)
+        dist.launch(lambda x=x: dist.all_reduce(x), 4)
+        assert torch.all(x == 4.0), n
+
+
+def test_scalar_tensors_reduce():
+    def prog():
+        x = torch.tensor(float(dist.get_rank() + 1))
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)
+        return x
+
+    assert [float(x) for x in dist.launch(prog, 3)] == [2.0] * 3
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux and at least two CPUs",
+)
+def test_ranks_sleep_pinned_but_run_their_own_code_on_every_cpu(monkeypatch):
+    """labs.dist._sched: a waiting rank sleeps on one CPU; its own code (and the torch thread
+    pools it starts) keeps every CPU; LABS_DIST_PIN=0 turns the pinning off."""
+    everywhere = os.sched_getaffinity(0)
+    seen, tids, asleep = [], {}, []
+
+    def prog():
+        r = dist.get_rank()
+        tids[r] = threading.get_native_id()
+        dist.barrier()
+        for _ in range(5):
+            if r == 0:
+                time.sleep(0.02)  # the others are asleep in the all_reduce meanwhile
+                asleep.append([os.sched_getaffinity(tids[k]) for k in (1, 2)])
+            dist.all_reduce(torch.zeros(2))
+            seen.append(os.sched_getaffinity(0))
+        return os.sched_getscheduler(0)
+
+    policies = dist.launch(prog, 3)
+    assert all(masks == [{min(everywhere)}] * 2 for masks in asleep), asleep
+    assert all(mask == everywhere for mask in seen)
+    assert policies == [os.SCHED_BATCH] * 3
+    assert os.sched_getaffinity(0) == everywhere  # the caller is untouched
+
+    monkeypatch.setenv("LABS_DIST_PIN", "0")
+    seen.clear()
+    asleep.clear()
+    assert dist.launch(prog, 3) == [os.SCHED_OTHER] * 3
+    assert all(masks == [everywhere] * 2 for masks in asleep), asleep
+    assert all(mask == everywhere for mask in seen)

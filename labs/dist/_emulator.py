@@ -1,6 +1,6 @@
 """Emulated ranks: one thread per rank, all talking through one shared :class:`World`.
 
-One lock (``world.cond``) guards the world.  A rank that must wait (for a message, for the other
+One lock (``world.lock``) guards the world.  A rank that must wait (for a message, for the other
 members of a collective) registers *what* it waits for as a predicate, then checks whether every
 live rank is now waiting on a predicate that nothing can make true: that is a deadlock, reported
 at once in every rank.  Otherwise it sleeps on a private gate; whoever changes the world (sends,
@@ -9,6 +9,9 @@ of the ranks that can proceed.  A collective completes when its last member arri
 reduces or copies the buffers of all members (numpy or torch ops on cache-sized chunks, never a
 Python loop over elements; for large all-reduces each member reduces its own slice) and wakes
 the others.  Messages are buffered: ``send`` copies the tensor and returns.
+
+The per-rank side (``RankContext``: sending, receiving, arriving at a collective) is in
+``_rank.py``; how the rank threads are scheduled on the operating system is in ``_sched.py``.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .trace import Record, Trace
+from ._sched import acquire_pinned, cpu_masks
+from .trace import Trace
+
+if TYPE_CHECKING:
+    from ._rank import RankContext
 
 __all__ = [
     "DistError",
@@ -29,7 +36,6 @@ __all__ = [
     "DistTimeoutError",
     "Group",
     "World",
-    "RankContext",
     "current",
 ]
 
@@ -59,7 +65,7 @@ LAST_TRACE: Trace | None = None  # the trace of the most recent run, also when i
 
 
 def current() -> RankContext | None:
-    """The calling thread's :class:`RankContext`, or ``None`` outside an emulated rank."""
+    """The calling thread's :class:`~._rank.RankContext`, or ``None`` outside an emulated rank."""
     return getattr(_tls, "ctx", None)
 
 
@@ -70,12 +76,13 @@ class Group:
     (-1 when the caller is not a member); ``group.ranks`` lists the global ranks.
     """
 
-    __slots__ = ("gid", "ranks", "index")
+    __slots__ = ("gid", "ranks", "index", "peers")
 
     def __init__(self, gid: int, ranks: list[int]):
         self.gid = gid
         self.ranks = tuple(ranks)
         self.index = {r: i for i, r in enumerate(self.ranks)}
+        self.peers = [tuple(q for q in self.ranks if q != r) for r in self.ranks]  # by group rank
 
     def size(self) -> int:
         return len(self.ranks)
@@ -122,6 +129,9 @@ class _Slot:
         self.done = False
         self.first = -1
 
+    def is_done(self) -> bool:
+        return self.done
+
 
 class _Msg:
     __slots__ = ("data", "msg_id", "order", "src")
@@ -135,11 +145,13 @@ class World:
 
     def __init__(self, world_size: int):
         self.size = world_size
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
+        self.cpus = cpu_masks()  # (all CPUs, the one CPU blocked ranks sleep on) or None
         self.error: BaseException | None = None
         self.t0 = time.perf_counter()
         self.state: list[Any] = [None] * world_size  # None running, _Wait blocked, _DONE finished
         self.n_done = 0
+        self.n_blocked = 0  # ranks whose state is a _Wait
         self.finished = threading.Event()  # all ranks done, or the run failed
         self.trace = Trace(world_size)
         self.world_group = Group(0, list(range(world_size)))
@@ -163,10 +175,13 @@ class World:
     def wake(self) -> None:
         """Release every blocked rank that can now proceed, or all of them after a failure
         (call with the lock held after any change that may satisfy a waiting rank)."""
+        if not self.n_blocked:
+            return
         failed = self.error is not None
         for r, st in enumerate(self.state):
             if type(st) is _Wait and (failed or st.ready()):
                 self.state[r] = None
+                self.n_blocked -= 1
                 st.gate.release()
 
     def check(self) -> None:
@@ -195,9 +210,9 @@ class World:
 
     def check_deadlock(self) -> None:
         """Fail the run if every live rank is blocked and none of them can proceed (lock held)."""
+        if self.n_blocked + self.n_done < self.size or self.n_blocked == 0:
+            return  # some rank is running: it may still unblock the others
         live = [st for st in self.state if st is not _DONE]
-        if not live or any(st is None for st in live):
-            return
         if any(st.ready() for st in live):
             return
         self.fail(
@@ -217,255 +232,40 @@ class World:
         if ready():
             return None
         st = self.state[rank] = _Wait(desc, ready)
+        self.n_blocked += 1
         self.check_deadlock()
         return st
 
     def sleep(self, st: _Wait | None) -> None:
         """(Lock NOT held.) Block until :meth:`wake` releases ``st``; unwind if the run failed."""
-        if st is not None:
-            st.gate.acquire()
-            if self.error is not None:
-                raise _Abort
+        if st is None:
+            return
+        if not st.gate.acquire(False):
+            if self.cpus is None:
+                st.gate.acquire()
+            else:
+                acquire_pinned(st.gate, self.cpus)
+        if self.error is not None:
+            raise _Abort
 
     def block(self, rank: int, desc: Callable[[], str], ready: Callable[[], bool]) -> None:
         """Wait (lock held, and held again on return) until ``ready()``."""
         st = self.wait_for(rank, desc, ready)
         if st is None:
             return
-        self.cond.release()
+        self.lock.release()
         try:
             self.sleep(st)
         finally:
-            self.cond.acquire()
+            self.lock.acquire()
 
     def finish(self, rank: int) -> None:
-        with self.cond:
+        with self.lock:
+            if type(self.state[rank]) is _Wait:  # unwound by an abort while registered
+                self.n_blocked -= 1
             self.state[rank] = _DONE
             self.n_done += 1
             if self.n_done == self.size:
                 self.finished.set()
             elif self.error is None:
                 self.check_deadlock()
-
-
-class RankContext:
-    """Per-thread state of one emulated rank."""
-
-    def __init__(self, world: World, rank: int):
-        self.world = world
-        self.rank = rank
-        self.coll_seq: dict[int, int] = defaultdict(int)
-        self.n_groups = 0
-
-    def now(self) -> float:
-        return time.perf_counter() - self.world.t0
-
-    def record(self, op, peers, sent, recv, t_start, group, kind, nbytes, msg_id=-1, algo=""):
-        self.world.trace.records[self.rank].append(
-            Record(
-                self.rank,
-                op,
-                peers,
-                sent,
-                recv,
-                t_start,
-                self.now(),
-                group,
-                kind,
-                nbytes,
-                msg_id,
-                algo,
-            )  # fmt: skip
-        )
-
-    # -- groups ---------------------------------------------------------------------------
-    def new_group(self, ranks: list[int]) -> Group:
-        w = self.world
-        with w.cond:
-            w.check()
-            k = self.n_groups
-            self.n_groups += 1
-            g = w.groups.get(k)
-            if g is None:
-                g = w.groups[k] = Group(k + 1, ranks)
-            elif list(g.ranks) != ranks:
-                w.fail(
-                    CollectiveMismatchError(
-                        f"new_group call #{k}: rank {self.rank} asked for ranks {ranks} but an "
-                        f"earlier rank asked for {list(g.ranks)}; every rank must call new_group "
-                        "with the same ranks in the same order"
-                    )
-                )
-                raise _Abort
-            return g
-
-    # -- point to point -------------------------------------------------------------------
-    def post_send(self, data: Any, dst: int, tag: int) -> int:
-        """Deposit a copy of ``data`` for ``dst``; returns the message id."""
-        w = self.world
-        ch = (self.rank, dst, tag)
-        with w.cond:
-            w.check()
-            seq = w.sent_seq[ch]
-            w.sent_seq[ch] = seq + 1
-            msg_id = next(w.msg_ids)
-            w.msgs[ch][seq] = _Msg(data, msg_id, next(w.arrivals), self.rank)
-            w.wake()
-        return msg_id
-
-    def reserve_recv(self, src: int, tag: int) -> tuple[tuple[int, int, int], int]:
-        """Claim the next message slot of channel (src -> me, tag), in posting order."""
-        w = self.world
-        ch = (src, self.rank, tag)
-        with w.cond:
-            w.check()
-            seq = w.recv_seq[ch]
-            w.recv_seq[ch] = seq + 1
-        return ch, seq
-
-    def take(self, ch: tuple[int, int, int], seq: int, what: str) -> _Msg:
-        """Block until message ``seq`` of channel ``ch`` arrived; remove and return it."""
-        w = self.world
-        box = w.msgs[ch]
-        with w.cond:
-            st = w.wait_for(self.rank, lambda: what, lambda: seq in box)
-            if st is None:
-                return box.pop(seq)
-        w.sleep(st)
-        with w.cond:
-            return box.pop(seq)
-
-    def take_any(self, tag: int, what: str) -> _Msg:
-        """Block until a message with ``tag`` from any rank is available; take the oldest."""
-        w = self.world
-        me = self.rank
-
-        def candidates():
-            for s in range(w.size):
-                ch = (s, me, tag)
-                seq = w.recv_seq.get(ch, 0)
-                box = w.msgs.get(ch)
-                if box and seq in box:
-                    yield box[seq].order, ch, seq
-
-        with w.cond:
-            w.block(me, lambda: what, lambda: next(candidates(), None) is not None)
-            _, ch, seq = min(candidates())
-            w.recv_seq[ch] = seq + 1
-            return w.msgs[ch].pop(seq)
-
-    # -- collectives ----------------------------------------------------------------------
-    def collective(
-        self,
-        group: Group,
-        sig: tuple,
-        desc: Callable[[], str],
-        entry: Any,
-        compute: Callable[[list[Any]], None],
-        split: Callable[[list[Any], int, int], None] | None = None,
-    ) -> Callable[[], None]:
-        """Arrive at this rank's next collective on ``group``; return a function that waits.
-
-        ``sig`` must be equal across members (else :class:`CollectiveMismatchError`); ``desc()``
-        describes the call for error messages; ``entry`` is
-        this rank's buffers; the last member to arrive runs ``compute(entries)`` (entries indexed
-        by group rank) outside the lock, then marks the call done.  With ``split``, once all
-        arrived the members instead run ``split(entries, k, size)`` for parts k = 0 ... size-1
-        (large buffers: the parts run in parallel where numpy releases the GIL).  Parts are claimed
-        dynamically, so a member that called with ``async_op=True`` and waits late (or never)
-        does not hold the others up.
-        """
-        w = self.world
-        me = group.index[self.rank]
-        with w.cond:
-            w.check()
-            seq = self.coll_seq[group.gid]
-            self.coll_seq[group.gid] = seq + 1
-            key = (group.gid, seq)
-            slot = w.slots.get(key)
-            if slot is None:
-                slot = w.slots[key] = _Slot(group.size())
-                slot.sig, slot.first = sig, self.rank
-            elif sig != slot.sig:
-                w.fail(
-                    CollectiveMismatchError(
-                        f"collective mismatch on group {list(group.ranks)}, call #{seq} of that "
-                        f"group: rank {slot.first} called {slot.desc[group.index[slot.first]]()} "
-                        f"but rank {self.rank} called {desc()}; all ranks of a group must make the "
-                        "same collective calls, in the same order, with the same shapes and "
-                        "dtypes. State of every rank:\n" + w.describe_ranks()
-                    )
-                )
-                raise _Abort
-            slot.desc[me] = desc
-            slot.entries[me] = entry
-            slot.arrived += 1
-            last = slot.arrived == group.size()
-            if last:
-                del w.slots[key]
-                slot.ready = True
-                if split is not None:
-                    w.wake()
-
-        def waiting() -> str:
-            missing = [group.ranks[i] for i, e in enumerate(slot.desc) if e is None]
-            return (
-                f"{desc()} on group {list(group.ranks)} (call #{seq} of that group; "
-                f"still missing ranks {missing})"
-            )
-
-        if split is not None:
-            size = group.size()
-
-            def work() -> None:
-                """Claim unfinished parts until none is left, then wait for the others."""
-                with w.cond:
-                    st = w.wait_for(self.rank, waiting, lambda: slot.ready)
-                w.sleep(st)
-                while True:
-                    with w.cond:
-                        w.check()
-                        k = slot.next_part
-                        if k >= size:
-                            break
-                        slot.next_part = k + 1
-                    try:
-                        split(slot.entries, k, size)
-                    except (ValueError, TypeError, RuntimeError) as err:
-                        with w.cond:
-                            w.fail(CollectiveMismatchError(f"{desc()}: {err}"))
-                        raise _Abort from err
-                    with w.cond:
-                        slot.parts_left -= 1
-                        if slot.parts_left == 0:
-                            slot.done = True
-                            w.wake()
-                with w.cond:
-                    st = w.wait_for(
-                        self.rank, lambda: f"{desc()} (other ranks' parts)", lambda: slot.done
-                    )
-                w.sleep(st)
-
-            return work
-        if last:
-            try:
-                compute(slot.entries)
-            except (ValueError, TypeError, RuntimeError) as err:
-                with w.cond:
-                    w.fail(CollectiveMismatchError(f"{desc()} on group {list(group.ranks)}: {err}"))
-                raise _Abort from err
-            with w.cond:
-                slot.done = True
-                w.wake()
-            return _noop
-
-        def wait() -> None:
-            with w.cond:
-                st = w.wait_for(self.rank, waiting, lambda: slot.done)
-            w.sleep(st)
-
-        return wait
-
-
-def _noop() -> None:
-    return None

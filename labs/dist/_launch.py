@@ -9,7 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _emulator
-from ._emulator import DistError, DistTimeoutError, RankContext, World, _Abort, _tls
+from ._emulator import DistError, DistTimeoutError, World, _Abort, _tls
+from ._rank import RankContext
+from ._sched import batch_scheduling
 
 __all__ = ["run"]
 
@@ -43,13 +45,15 @@ def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, time
 
     def body(rank: int) -> None:
         _tls.ctx = RankContext(world, rank)
+        if world.cpus is not None:
+            batch_scheduling()
         try:
             results[rank] = fn(*args, **kwargs)
         except _Abort:
             pass
         except BaseException as err:  # noqa: BLE001 - reported by launch
             failures[rank] = err
-            with world.cond:
+            with world.lock:
                 world.fail(err)
         finally:
             _tls.ctx = None
@@ -66,7 +70,7 @@ def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, time
         t.start()
     try:
         if not world.finished.wait(timeout):
-            with world.cond:
+            with world.lock:
                 world.fail(
                     DistTimeoutError(
                         f"launch: the ranks did not finish within timeout={timeout:g} s:\n"
@@ -76,7 +80,7 @@ def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, time
                     )
                 )
     except BaseException as err:  # KeyboardInterrupt in the main thread: stop every rank
-        with world.cond:
+        with world.lock:
             world.fail(err)
     _stop(threads, world, grace=0.5 if isinstance(world.error, DistTimeoutError) else 2.0)
     stuck = [t.name for t in threads if t.is_alive()]
@@ -104,7 +108,7 @@ def _stop(threads: list[threading.Thread], world: World, grace: float) -> None:
             return
         for t in alive:
             _async_raise(t)
-        with world.cond:
+        with world.lock:
             world.wake()
         for t in alive:
             t.join(0.1)

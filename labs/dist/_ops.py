@@ -57,18 +57,18 @@ def _bytes(op: str, p: int, me: int, root: int, nb: int) -> tuple[int, int, str]
 
 def _collective(ctx, g, op, base, sig, desc, entry, compute, async_op, nb, root=0, split=None):
     t0 = ctx.now()
-    wait = ctx.collective(g, sig, desc, entry, compute, split)
+    wait = ctx.collective(g, sig, desc, entry, compute, split, blocking=not async_op)
     me = g.index[ctx.rank]
-    sent, got, algo = _bytes(base, g.size(), me, root, nb)
-    peers = tuple(r for r in g.ranks if r != ctx.rank)
-
-    def finish() -> None:
-        wait()
-        ctx.record(op, peers, sent, got, t0, g.ranks, "collective", nb, -1, algo)
-
+    sent, got, algo = _bytes(base, len(g.ranks), me, root, nb)
     if async_op:
+
+        def finish() -> None:
+            wait()
+            ctx.record(op, g.peers[me], sent, got, t0, g.ranks, "collective", nb, -1, algo)
+
         return Work(finish)
-    finish()
+    wait()
+    ctx.record(op, g.peers[me], sent, got, t0, g.ranks, "collective", nb, -1, algo)
     return None
 
 
@@ -84,28 +84,47 @@ _NP_OPS = {
 def _numpy_views(ts: list[torch.Tensor]) -> list[np.ndarray] | None:
     """Zero-copy numpy views of CPU tensors (numpy ops cost ~1 us, torch ops several)."""
     try:
-        return [t.numpy().reshape(-1) for t in ts]
+        return [t.numpy() for t in ts]
     except (TypeError, RuntimeError):  # on a GPU, or a dtype numpy lacks (bfloat16)
         return None
 
 
 def _reduce_into(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp) -> None:
-    """outs[k] <- op over ins, for every k; outs may alias ins.
+    """outs[k] <- op over ins, for every k; all have one shape; outs may alias ins.
 
     Works in cache-sized chunks: each chunk of the result is accumulated in a small buffer and
     then written to every output, so memory traffic stays close to reading the inputs and
     writing the outputs once.
     """
+    if outs is ins and len(ins) == 1:  # a group of one: the result is the input
+        return
     flat_in = _numpy_views(ins)
     flat_out = flat_in if outs is ins else _numpy_views(outs)
     if flat_in is None or flat_out is None:
         _reduce_into_torch(outs, ins, op)
         return
-    if flat_in[0].size <= 4096:  # entering np.errstate costs more than a tiny reduction
-        _reduce_chunks(flat_out, flat_in, op)
+    if flat_in[0].size <= 4096:  # entering np.errstate (~2 us) costs more than the reduction
+        _reduce_whole(flat_out, flat_in, op)
         return
     with np.errstate(all="ignore"):  # overflow to inf, as in torch: no warning
-        _reduce_chunks(flat_out, flat_in, op)
+        if flat_in[0].nbytes <= CHUNK_BYTES:
+            _reduce_whole(flat_out, flat_in, op)
+        else:
+            _reduce_chunks([x.reshape(-1) for x in flat_out], [x.reshape(-1) for x in flat_in], op)
+
+
+def _reduce_whole(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) -> None:
+    """``_reduce_into`` for buffers that fit in cache: one pass, no chunk loop."""
+    ufunc = _NP_OPS[op]
+    # a copy, not ins[0] itself: ranks may (wrongly) pass one shared buffer, which must still
+    # give p times its value; copy() also keeps 0-d inputs arrays (ufunc(a, b) gives a scalar)
+    acc = ins[0].copy()
+    for x in ins[1:]:
+        ufunc(acc, x, out=acc)
+    if op is ReduceOp.AVG:
+        np.divide(acc, len(ins), out=acc, casting="unsafe")
+    for y in outs:
+        np.copyto(y, acc)
 
 
 def _reduce_chunks(flat_out: list[np.ndarray], flat_in: list[np.ndarray], op: ReduceOp) -> None:
@@ -168,9 +187,10 @@ def all_reduce(ctx, tensor, op, group, async_op):
     check_avg(t, op, ctx.rank, "all_reduce")
     sig = ("all_reduce", op, t.shape, t.dtype)
     desc = lambda: f"all_reduce(op={op.name}) of {shape_dtype(t)}"  # noqa: E731
-    split = _split_all_reduce(op) if _nbytes(t) >= PARALLEL_BYTES else None
+    nb = _nbytes(t)
+    split = _split_all_reduce(op) if nb >= PARALLEL_BYTES else None
     return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, t,
-                       lambda es: _reduce_into(es, es, op), async_op, _nbytes(t), split=split)  # fmt: skip
+                       lambda es: _reduce_into(es, es, op), async_op, nb, split=split)  # fmt: skip
 
 
 def _split_all_reduce(op: ReduceOp):

@@ -7,7 +7,8 @@ from typing import Any
 import torch
 
 from ._common import Work, as_tensor, shape_dtype
-from ._emulator import Group, RankContext, _Msg
+from ._emulator import Group, _Msg
+from ._rank import RankContext
 
 
 # -- argument checks ------------------------------------------------------------------------

@@ -84,7 +84,20 @@ class Trace:
 
     def __init__(self, world_size: int, records: list[list[Record]] | None = None):
         self.world_size = world_size
-        self.records: list[list[Record]] = records or [[] for _ in range(world_size)]
+        self._records: list[list[Record]] = records or [[] for _ in range(world_size)]
+        # running ranks append plain tuples (Record's fields in order), ~1 us cheaper per call
+        # than building a Record; they become Records when someone reads the trace
+        self.pending: list[list[tuple]] = [[] for _ in range(world_size)]
+
+    @property
+    def records(self) -> list[list[Record]]:
+        """``records[r]``: rank r's :class:`Record` list, in call order."""
+        for rank, raw in enumerate(self.pending):
+            n = len(raw)  # a running rank may append meanwhile: convert only what is there
+            if n:
+                self._records[rank].extend(Record(*t) for t in raw[:n])
+                del raw[:n]
+        return self._records
 
     def __getitem__(self, rank: int) -> list[Record]:
         return self.records[rank]
