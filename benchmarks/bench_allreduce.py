@@ -11,16 +11,20 @@ For world sizes 2 and 4 and float32 buffers from 1 KB to 64 MB it measures, in o
   ``out=``): reading ``p`` buffers and writing one is the least any all-reduce must do.
 
 It prints the ratios emu/floor and gloo/emu per size, then the per-call overhead of a tiny
-all-reduce (best and median of 9 repeats).  Targets (issue 3): tiny tensors at world size 4
-cost at most 100 us per call; from 16 MB up, emu within 3x of the floor and below gloo.
-Times depend on the machine and its load; only the ratios measured side by side mean something.
+all-reduce (best and median of 27 repeats in 3 launches), then the scheduling choices of
+``labs.dist`` measured side by side (alternating launches, median of 5; see
+``labs/dist/_sched.py``): pinning the sleep of every waiting rank rather than only in large
+collectives with short parts (``World.pin_all``, the policy of earlier versions), and
+``LABS_DIST_PIN=0`` (no SCHED_BATCH, no pinned sleeps).  Targets (issue 3): tiny tensors at
+world size 4 cost at most 100 us per call; from 16 MB up, emu within 3x of the floor and below
+gloo.  Times depend on the machine and its load; only the ratios measured side by side mean
+something.
 
 Where a tiny call's time goes: every rank runs some Python (argument checks, the trace record),
 the last rank to arrive sums the buffers, and each of the other p-1 ranks sleeps once and is
 woken once -- an operating-system thread switch, and a hand-over of Python's GIL.  Only one rank
-runs Python at a time, so these costs add up rather than overlap.  Blocked ranks sleep pinned to
-one CPU (see ``labs/dist/_sched.py``): on a virtual machine, waking a thread on an idle CPU
-costs several times more than on the waker's own.
+runs Python at a time, so these costs add up rather than overlap: p hand-overs per call, each a
+few microseconds, plus p times the Python of one call.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import torch.distributed as tdist
 import torch.multiprocessing as mp
 
 from labs import dist
+from labs.dist._emulator import World
 
 SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
@@ -137,15 +142,48 @@ def main() -> None:
             e, f = min(emulated(p, n, it)), floor(p, n, it)
             print(f"{_fmt_bytes(n):>6} {e * 1e6:10.1f} {f * 1e6:10.1f} {g[n] * 1e6:10.1f} "
                   f"{e / f:10.2f} {g[n] / e:9.2f}")  # fmt: skip
-    print(
-        "\nper-call overhead, 16-byte tensor (500 calls x 9 repeats; target <= 100 us at 4 ranks)"
-    )
+    print("\nper-call overhead, 16-byte tensor (3 launches x 9 repeats x 500 calls; "
+          "target <= 100 us at 4 ranks)")  # fmt: skip
     for p in (2, 4):
         cpu0 = time.process_time()
-        ts = sorted(emulated(p, 16, 500, repeats=9))
-        cpu = (time.process_time() - cpu0) / (500 * 9)
-        print(f"  {p} ranks: best {ts[0] * 1e6:.1f} us, median {ts[4] * 1e6:.1f} us wall clock; "
-              f"{cpu * 1e6:.1f} us of CPU time over all threads")  # fmt: skip
+        ts = sorted(t for _ in range(3) for t in emulated(p, 16, 500, repeats=9))
+        cpu = (time.process_time() - cpu0) / (3 * 9 * 500)
+        print(f"  {p} ranks: best {ts[0] * 1e6:.1f} us, median {ts[len(ts) // 2] * 1e6:.1f} us "
+              f"wall clock; {cpu * 1e6:.1f} us of CPU time over all threads")  # fmt: skip
+    print("\nscheduling choices, side by side (time of the variant / time of the default)")
+    cases = [(4, 16, 500), (4, 1 << 20, 40), (2, 16 << 20, 4), (4, 16 << 20, 4)]
+    for p, nbytes, iters in cases if not args.quick else cases[:2]:
+        t = side_by_side(p, nbytes, iters)
+        label = f"{nbytes} B" if nbytes < 1024 else _fmt_bytes(nbytes)
+        print(f"  {p} ranks, {label:>6}: default {t['default'] * 1e6:9.1f} us;  pin every wait "
+              f"{t['pin every wait'] / t['default']:.2f}x;  LABS_DIST_PIN=0 "
+              f"{t['LABS_DIST_PIN=0'] / t['default']:.2f}x")  # fmt: skip
+
+
+def side_by_side(p: int, nbytes: int, iters: int, rounds: int = 5) -> dict[str, float]:
+    """Seconds per all-reduce call under each scheduling variant: median over ``rounds``
+    launches, the variants alternating so that a change in the machine's speed hits them all."""
+    variants = {
+        "default": (False, None),
+        "pin every wait": (True, None),  # World.pin_all: the policy of earlier versions
+        "LABS_DIST_PIN=0": (False, "0"),  # no SCHED_BATCH, no pinned sleeps
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for k in range(rounds):
+        order = list(variants) if k % 2 == 0 else list(variants)[::-1]
+        for name in order:
+            pin_all, pin = variants[name]
+            World.pin_all = pin_all
+            if pin is None:
+                os.environ.pop("LABS_DIST_PIN", None)
+            else:
+                os.environ["LABS_DIST_PIN"] = pin
+            try:
+                times[name].append(min(emulated(p, nbytes, iters, repeats=3)))
+            finally:
+                World.pin_all = False
+                os.environ.pop("LABS_DIST_PIN", None)
+    return {name: sorted(ts)[len(ts) // 2] for name, ts in times.items()}
 
 
 if __name__ == "__main__":

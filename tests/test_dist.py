@@ -440,37 +440,157 @@ def test_scalar_tensors_reduce():
     assert [float(x) for x in dist.launch(prog, 3)] == [2.0] * 3
 
 
+@pytest.mark.parametrize("sleeper", ["waker", "first woken"])
+def test_ranks_released_together_do_not_wait_for_each_others_own_code(sleeper):
+    """When a collective completes, every waiting rank proceeds, whatever the rank that completed
+    it (or another released rank) does next in its own code."""
+    p = 6
+    after = {}
+
+    def prog():
+        r = dist.get_rank()
+        if r == 0:
+            time.sleep(0.1)  # arrive last: ranks 1..5 wait, then are released together
+        dist.barrier()
+        after[r] = time.perf_counter()
+        if (sleeper == "waker" and r == 0) or (sleeper == "first woken" and r == 1):
+            time.sleep(0.6)  # own code, no labs.dist call: nobody else may be held up by it
+        return r
+
+    assert dist.launch(prog, p) == list(range(p))
+    late = max(after.values()) - min(after.values())
+    assert late < 0.3, f"ranks left the barrier {late:.3f} s apart"
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="needs Linux and at least two CPUs",
 )
-def test_ranks_sleep_pinned_but_run_their_own_code_on_every_cpu(monkeypatch):
-    """labs.dist._sched: a waiting rank sleeps on one CPU; its own code (and the torch thread
-    pools it starts) keeps every CPU; LABS_DIST_PIN=0 turns the pinning off."""
+def test_ranks_sleep_pinned_only_in_large_collectives_with_short_parts(monkeypatch):
+    """labs.dist._sched: a rank waiting in an all-reduce of >= 1 MiB whose parts are short
+    (<= PIN_PART_BYTES) sleeps on one CPU; one waiting in a small all-reduce, or in a large one
+    with long parts, does not (unless World.pin_all); its own code (and the torch thread pools
+    it starts) keeps every CPU; rank threads are SCHED_BATCH; LABS_DIST_PIN=0 turns pinning and
+    SCHED_BATCH off."""
+    from labs.dist._emulator import World
+
     everywhere = os.sched_getaffinity(0)
-    seen, tids, asleep = [], {}, []
+    home = [{min(everywhere)}] * 2
+    sizes = {"small": 2, "short parts": 1 << 18, "long parts": 1 << 21}  # 8 B, 1 MiB, 8 MiB
+    seen, tids, asleep = [], {}, {k: [] for k in sizes}
 
     def prog():
         r = dist.get_rank()
         tids[r] = threading.get_native_id()
         dist.barrier()
-        for _ in range(5):
-            if r == 0:
-                time.sleep(0.02)  # the others are asleep in the all_reduce meanwhile
-                asleep.append([os.sched_getaffinity(tids[k]) for k in (1, 2)])
-            dist.all_reduce(torch.zeros(2))
-            seen.append(os.sched_getaffinity(0))
+        for size, n in sizes.items():
+            for _ in range(3):
+                if r == 0:
+                    time.sleep(0.02)  # the others are asleep in the all_reduce meanwhile
+                    asleep[size].append([os.sched_getaffinity(tids[k]) for k in (1, 2)])
+                dist.all_reduce(torch.zeros(n))
+                seen.append(os.sched_getaffinity(0))
         return os.sched_getscheduler(0)
 
-    policies = dist.launch(prog, 3)
-    assert all(masks == [{min(everywhere)}] * 2 for masks in asleep), asleep
+    def run():
+        seen.clear()
+        for v in asleep.values():
+            v.clear()
+        return dist.launch(prog, 3)
+
+    assert run() == [os.SCHED_BATCH] * 3
+    assert all(masks == [everywhere] * 2 for masks in asleep["small"]), asleep
+    assert all(masks == home for masks in asleep["short parts"]), asleep
+    assert all(masks == [everywhere] * 2 for masks in asleep["long parts"]), asleep
     assert all(mask == everywhere for mask in seen)
-    assert policies == [os.SCHED_BATCH] * 3
     assert os.sched_getaffinity(0) == everywhere  # the caller is untouched
 
-    monkeypatch.setenv("LABS_DIST_PIN", "0")
-    seen.clear()
-    asleep.clear()
-    assert dist.launch(prog, 3) == [os.SCHED_OTHER] * 3
-    assert all(masks == [everywhere] * 2 for masks in asleep), asleep
+    monkeypatch.setattr(World, "pin_all", True)
+    run()
+    assert all(masks == home for v in asleep.values() for masks in v), asleep
     assert all(mask == everywhere for mask in seen)
+
+    monkeypatch.setenv("LABS_DIST_PIN", "0")
+    assert run() == [os.SCHED_OTHER] * 3
+    assert all(masks == [everywhere] * 2 for v in asleep.values() for masks in v), asleep
+
+
+def test_async_small_all_reduce_reads_the_buffer_when_the_collective_completes():
+    """An async all_reduce reads its caller's buffer when the last member arrives (as a real
+    backend would, once the operation runs): a caller that swaps the buffer's storage meanwhile
+    gets the new storage reduced, never a view of freed memory."""
+
+    def prog():
+        r = dist.get_rank()
+        x = torch.full((4,), float(r))
+        if r == 0:
+            work = dist.all_reduce(x, async_op=True)
+            x.set_(torch.full((4,), 100.0))  # the old storage is freed here
+            dist.send(torch.zeros(1), dst=1)  # only now may rank 1 arrive (and complete it)
+            work.wait()
+        else:
+            if r == 1:
+                dist.recv(torch.zeros(1), src=0)
+            dist.all_reduce(x)
+        return x.tolist()
+
+    assert dist.launch(prog, 3) == [[103.0] * 4] * 3
+
+
+@pytest.mark.parametrize("swap", ["data", "set_", "resize_", "new_tensor"])
+def test_small_all_reduce_follows_the_tensor_when_its_storage_changes(swap):
+    """Small all-reduces memoize each rank's numpy view of its tensor
+    (labs.dist._reduce.small_view); a tensor that keeps its identity but changes storage, shape
+    or dtype must not be served a stale view."""
+
+    def prog():
+        r = dist.get_rank()
+        x = torch.full((4,), float(r))
+        dist.all_reduce(x)  # memoizes x's view
+        if swap == "data":
+            x.data = torch.full((4,), 10.0 * (r + 1), dtype=torch.float64)
+        elif swap == "set_":
+            x.set_(torch.full((4,), 10.0 * (r + 1)))
+        elif swap == "resize_":
+            x.resize_(6).fill_(10.0 * (r + 1))
+        else:
+            x = torch.full((4,), 10.0 * (r + 1))
+        dist.all_reduce(x)
+        return x.clone()
+
+    out = dist.launch(prog, 3)
+    n = 6 if swap == "resize_" else 4
+    for x in out:
+        assert torch.equal(x, torch.full((n,), 60.0, dtype=x.dtype))
+    assert out[0].dtype == (torch.float64 if swap == "data" else torch.float32)
+
+
+@pytest.mark.parametrize("route", ["fast", "public"])
+def test_numpy_views_share_memory_and_leave_storage_resizable(route, monkeypatch):
+    """labs.dist._reduce.numpy_view: a writable zero-copy view (DLPack, through torch's C
+    exporter or, where that is missing, ``numpy.from_dlpack(t)``); None for what numpy cannot
+    view faithfully; unlike ``t.numpy()``, the tensor's storage stays resizable."""
+    from labs.dist import _reduce
+
+    if route == "public":
+        monkeypatch.setattr(_reduce, "_EXPORT", lambda t: t)
+    x = torch.arange(6.0)[2:5]
+    v = _reduce.numpy_view(x)
+    v += 10
+    assert torch.equal(x, torch.tensor([12.0, 13.0, 14.0]))
+    for bad in (
+        torch.zeros(2, dtype=torch.complex64).conj(),
+        torch.zeros(2, requires_grad=True),
+        torch.zeros(2, dtype=torch.bfloat16),
+    ):
+        assert _reduce.numpy_view(bad) is None
+    y = torch.zeros(4)
+    assert _reduce.numpy_view(y) is not None
+    y.resize_(100)  # t.numpy() would have made this raise
+
+    def prog():
+        z = torch.ones(3)
+        dist.all_reduce(z)
+        return z.tolist()
+
+    assert dist.launch(prog, 3) == [[3.0] * 3] * 3  # the collectives work on this route too

@@ -39,7 +39,8 @@ arrived; messages between two ranks with the same tag arrive in order; ``recv(sr
 the oldest message from any rank.  Collectives complete when the last member of the group
 arrives.  Ranks are threads: Python code of different ranks does not run in parallel, and
 every call costs some tens of microseconds of thread switching whatever the tensor size
-(``benchmarks/bench_allreduce.py`` measures it; ``_sched.py`` explains how it is kept low).
+(``benchmarks/bench_allreduce.py`` measures it; ``_sched.py`` explains how the ranks are
+scheduled).
 """
 
 from __future__ import annotations

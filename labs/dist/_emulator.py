@@ -143,10 +143,13 @@ class _Msg:
 class World:
     """Shared state of one emulated run: mailboxes, collective slots, rank states, the trace."""
 
+    pin_all = False  # True: ranks sleep pinned in every wait (the policy of earlier versions;
+    # benchmarks/bench_allreduce.py compares it with the default, see _sched.py)
+
     def __init__(self, world_size: int):
         self.size = world_size
         self.lock = threading.Lock()
-        self.cpus = cpu_masks()  # (all CPUs, the one CPU blocked ranks sleep on) or None
+        self.cpus = cpu_masks()  # (all CPUs, the one CPU pinned sleepers use) or None
         self.error: BaseException | None = None
         self.t0 = time.perf_counter()
         self.state: list[Any] = [None] * world_size  # None running, _Wait blocked, _DONE finished
@@ -236,15 +239,19 @@ class World:
         self.check_deadlock()
         return st
 
-    def sleep(self, st: _Wait | None) -> None:
-        """(Lock NOT held.) Block until :meth:`wake` releases ``st``; unwind if the run failed."""
+    def sleep(self, st: _Wait | None, pinned: bool = False) -> None:
+        """(Lock NOT held.) Block until :meth:`wake` releases ``st``; unwind if the run failed.
+
+        ``pinned``: sleep on one CPU (``_sched.acquire_pinned``); large collectives whose
+        members wake up to reduce short parts in parallel ask for it (see ``_sched.py``).
+        """
         if st is None:
             return
         if not st.gate.acquire(False):
-            if self.cpus is None:
-                st.gate.acquire()
-            else:
+            if self.cpus is not None and (pinned or self.pin_all):
                 acquire_pinned(st.gate, self.cpus)
+            else:
+                st.gate.acquire()
         if self.error is not None:
             raise _Abort
 

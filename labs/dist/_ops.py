@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from ._common import (
@@ -12,7 +11,6 @@ from ._common import (
     Work,
     as_tensor,
     check_avg,
-    combine,
     reduce_op,
     same_layout,
     shape_dtype,
@@ -20,9 +18,11 @@ from ._common import (
 )
 from ._p2p import nbytes as _nbytes
 from ._p2p import resolve_group, resolve_peer
+from ._reduce import reduce_into, reduce_small, small_view
+from ._sched import PIN_PART_BYTES
 
-CHUNK_BYTES = 1 << 16  # reduce large tensors in cache-sized pieces (64 KiB)
 PARALLEL_BYTES = 1 << 20  # from 1 MiB, every rank reduces its own part of an all_reduce
+SMALL_BYTES = 1 << 14  # up to 16 KiB, every rank hands the last one a (memoized) numpy view
 
 
 # -- collectives ----------------------------------------------------------------------------
@@ -55,9 +55,10 @@ def _bytes(op: str, p: int, me: int, root: int, nb: int) -> tuple[int, int, str]
     raise ValueError(f"unknown collective {op}")
 
 
-def _collective(ctx, g, op, base, sig, desc, entry, compute, async_op, nb, root=0, split=None):
+def _collective(ctx, g, op, base, sig, desc, entry, compute, async_op, nb, root=0, split=None,
+                pin=False):  # fmt: skip
     t0 = ctx.now()
-    wait = ctx.collective(g, sig, desc, entry, compute, split, blocking=not async_op)
+    wait = ctx.collective(g, sig, desc, entry, compute, split, blocking=not async_op, pin=pin)
     me = g.index[ctx.rank]
     sent, got, algo = _bytes(base, len(g.ranks), me, root, nb)
     if async_op:
@@ -70,97 +71,6 @@ def _collective(ctx, g, op, base, sig, desc, entry, compute, async_op, nb, root=
     wait()
     ctx.record(op, g.peers[me], sent, got, t0, g.ranks, "collective", nb, -1, algo)
     return None
-
-
-_NP_OPS = {
-    ReduceOp.SUM: np.add,
-    ReduceOp.AVG: np.add,
-    ReduceOp.PRODUCT: np.multiply,
-    ReduceOp.MIN: np.minimum,
-    ReduceOp.MAX: np.maximum,
-}
-
-
-def _numpy_views(ts: list[torch.Tensor]) -> list[np.ndarray] | None:
-    """Zero-copy numpy views of CPU tensors (numpy ops cost ~1 us, torch ops several)."""
-    try:
-        return [t.numpy() for t in ts]
-    except (TypeError, RuntimeError):  # on a GPU, or a dtype numpy lacks (bfloat16)
-        return None
-
-
-def _reduce_into(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp) -> None:
-    """outs[k] <- op over ins, for every k; all have one shape; outs may alias ins.
-
-    Works in cache-sized chunks: each chunk of the result is accumulated in a small buffer and
-    then written to every output, so memory traffic stays close to reading the inputs and
-    writing the outputs once.
-    """
-    if outs is ins and len(ins) == 1:  # a group of one: the result is the input
-        return
-    flat_in = _numpy_views(ins)
-    flat_out = flat_in if outs is ins else _numpy_views(outs)
-    if flat_in is None or flat_out is None:
-        _reduce_into_torch(outs, ins, op)
-        return
-    if flat_in[0].size <= 4096:  # entering np.errstate (~2 us) costs more than the reduction
-        _reduce_whole(flat_out, flat_in, op)
-        return
-    with np.errstate(all="ignore"):  # overflow to inf, as in torch: no warning
-        if flat_in[0].nbytes <= CHUNK_BYTES:
-            _reduce_whole(flat_out, flat_in, op)
-        else:
-            _reduce_chunks([x.reshape(-1) for x in flat_out], [x.reshape(-1) for x in flat_in], op)
-
-
-def _reduce_whole(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) -> None:
-    """``_reduce_into`` for buffers that fit in cache: one pass, no chunk loop."""
-    ufunc = _NP_OPS[op]
-    # a copy, not ins[0] itself: ranks may (wrongly) pass one shared buffer, which must still
-    # give p times its value; copy() also keeps 0-d inputs arrays (ufunc(a, b) gives a scalar)
-    acc = ins[0].copy()
-    for x in ins[1:]:
-        ufunc(acc, x, out=acc)
-    if op is ReduceOp.AVG:
-        np.divide(acc, len(ins), out=acc, casting="unsafe")
-    for y in outs:
-        np.copyto(y, acc)
-
-
-def _reduce_chunks(flat_out: list[np.ndarray], flat_in: list[np.ndarray], op: ReduceOp) -> None:
-    n = flat_in[0].size
-    step = max(1, CHUNK_BYTES // max(1, flat_in[0].itemsize))
-    acc_buf = np.empty(min(n, step), dtype=flat_in[0].dtype)
-    ufunc = _NP_OPS[op]
-    for s in range(0, n, step):
-        e = min(n, s + step)
-        acc = acc_buf[: e - s]
-        if len(flat_in) == 1:
-            np.copyto(acc, flat_in[0][s:e])
-        else:
-            ufunc(flat_in[0][s:e], flat_in[1][s:e], out=acc)
-        for x in flat_in[2:]:
-            ufunc(acc, x[s:e], out=acc)
-        if op is ReduceOp.AVG:
-            np.divide(acc, len(flat_in), out=acc, casting="unsafe")
-        for y in flat_out:
-            np.copyto(y[s:e], acc)
-
-
-def _reduce_into_torch(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp) -> None:
-    """The same with torch ops, for GPU tensors and dtypes numpy lacks."""
-    flat_in = [x.reshape(-1) for x in ins]
-    flat_out = [x.reshape(-1) for x in outs]
-    n = flat_in[0].numel()
-    step = max(1, CHUNK_BYTES * 4 // max(1, ins[0].element_size()))
-    for s in range(0, n, step):
-        acc = flat_in[0][s : s + step].clone()
-        for x in flat_in[1:]:
-            combine(acc, x[s : s + step], op)
-        if op is ReduceOp.AVG:
-            acc.div_(len(ins))
-        for y in flat_out:
-            y[s : s + step].copy_(acc)
 
 
 def broadcast(ctx, tensor, src, group, async_op, group_src):
@@ -188,9 +98,18 @@ def all_reduce(ctx, tensor, op, group, async_op):
     sig = ("all_reduce", op, t.shape, t.dtype)
     desc = lambda: f"all_reduce(op={op.name}) of {shape_dtype(t)}"  # noqa: E731
     nb = _nbytes(t)
+    if nb <= SMALL_BYTES and len(g.ranks) > 1:
+        # a view made now is used when the last member arrives: not for async calls, whose
+        # caller runs on meanwhile (reduce_small then makes the views itself, at that moment)
+        view = None if async_op else small_view(ctx, t)
+        return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, (t, view),
+                           lambda es: reduce_small(es, op), async_op, nb)  # fmt: skip
     split = _split_all_reduce(op) if nb >= PARALLEL_BYTES else None
+    # members of a split all-reduce sleep pinned if their parts are short (see _sched.py)
+    pin = split is not None and nb // len(g.ranks) <= PIN_PART_BYTES
     return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, t,
-                       lambda es: _reduce_into(es, es, op), async_op, nb, split=split)  # fmt: skip
+                       lambda es: reduce_into(es, es, op), async_op, nb, split=split,
+                       pin=pin)  # fmt: skip
 
 
 def _split_all_reduce(op: ReduceOp):
@@ -201,7 +120,7 @@ def _split_all_reduce(op: ReduceOp):
         lo, hi = k * n // p, (k + 1) * n // p
         if hi > lo:
             views = [e.view(-1)[lo:hi] for e in es]
-            _reduce_into(views, views, op)
+            reduce_into(views, views, op)
 
     return part
 
@@ -216,7 +135,8 @@ def reduce(ctx, tensor, dst, op, group, async_op, group_dst):
     sig = ("reduce", root, op, t.shape, t.dtype)
     desc = lambda: f"reduce(dst={root}, op={op.name}) of {shape_dtype(t)}"  # noqa: E731
     return _collective(ctx, g, "reduce", "reduce", sig, desc, t,
-                       lambda es: _reduce_into([es[r]], es, op), async_op, _nbytes(t), r)  # fmt: skip
+                       lambda es: reduce_into([es[r]], es, op), async_op, _nbytes(t),
+                       r)  # fmt: skip
 
 
 def _gather_rows(outs: list[torch.Tensor], ins: list[torch.Tensor]) -> None:
@@ -326,7 +246,7 @@ def reduce_scatter(ctx, output, input_list, op, group, async_op):
     def compute(es):
         accs = [torch.empty_like(o) for o, _ in es]
         for j, acc in enumerate(accs):
-            _reduce_into([acc], [lst[j] for _, lst in es], op)
+            reduce_into([acc], [lst[j] for _, lst in es], op)
         for (o, _), acc in zip(es, accs):
             o.copy_(acc)
 
@@ -355,7 +275,7 @@ def reduce_scatter_tensor(ctx, output, input, op, group, async_op):
         m = es[0][0].numel()
         accs = [torch.empty_like(o).view(-1) for o, _ in es]
         for j, acc in enumerate(accs):
-            _reduce_into([acc], [x.view(-1)[j * m : (j + 1) * m] for _, x in es], op)
+            reduce_into([acc], [x.view(-1)[j * m : (j + 1) * m] for _, x in es], op)
         for (o, _), acc in zip(es, accs):
             o.view(-1).copy_(acc)
 

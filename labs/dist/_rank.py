@@ -30,29 +30,21 @@ class RankContext:
     def __init__(self, world: World, rank: int):
         self.world = world
         self.rank = rank
+        self.t0 = world.t0
+        self.records = world.trace.pending[rank]  # this rank's trace, as tuples
         self.coll_seq: dict[int, int] = defaultdict(int)
         self.n_groups = 0
+        self.np_memo: tuple | None = None  # see labs.dist._reduce.small_view
 
     def now(self) -> float:
-        return time.perf_counter() - self.world.t0
+        """Seconds since the launch started."""
+        return time.perf_counter() - self.t0
 
     def record(self, op, peers, sent, recv, t_start, group, kind, nbytes, msg_id=-1, algo=""):
         """Append one :class:`~labs.dist.trace.Record` (as a tuple) to this rank's trace."""
-        self.world.trace.pending[self.rank].append(
-            (
-                self.rank,
-                op,
-                peers,
-                sent,
-                recv,
-                t_start,
-                self.now(),
-                group,
-                kind,
-                nbytes,
-                msg_id,
-                algo,
-            )  # fmt: skip
+        t_end = time.perf_counter() - self.t0
+        self.records.append(
+            (self.rank, op, peers, sent, recv, t_start, t_end, group, kind, nbytes, msg_id, algo)
         )
 
     # -- groups ---------------------------------------------------------------------------
@@ -141,6 +133,7 @@ class RankContext:
         compute: Callable[[list[Any]], None],
         split: Callable[[list[Any], int, int], None] | None = None,
         blocking: bool = True,
+        pin: bool = False,
     ) -> Callable[[], None]:
         """Arrive at this rank's next collective on ``group``; return a function that waits.
 
@@ -154,7 +147,8 @@ class RankContext:
         With ``split``, once all arrived the members instead run ``split(entries, k, size)`` for
         parts k = 0 ... size-1 (large buffers: the parts run in parallel where numpy releases
         the GIL).  Parts are claimed dynamically, so a member that called with
-        ``async_op=True`` and waits late (or never) does not hold the others up.
+        ``async_op=True`` and waits late (or never) does not hold the others up.  ``pin``: the
+        members sleep pinned to one CPU while they wait (short parts; see ``_sched.py``).
         """
         w = self.world
         me = group.index[self.rank]
@@ -202,7 +196,7 @@ class RankContext:
                 st = w.wait_for(self.rank, waiting, slot.is_done)
 
         if split is not None:
-            return self._split_work(slot, split, desc, waiting, size)
+            return self._split_work(slot, split, desc, waiting, size, pin)
         if last:
             try:
                 compute(slot.entries)
@@ -225,7 +219,7 @@ class RankContext:
 
         return wait
 
-    def _split_work(self, slot, split, desc, waiting, size) -> Callable[[], None]:
+    def _split_work(self, slot, split, desc, waiting, size, pin) -> Callable[[], None]:
         """The waiting function of a split collective (see :meth:`collective`)."""
         w = self.world
 
@@ -233,7 +227,7 @@ class RankContext:
             """Claim unfinished parts until none is left, then wait for the others."""
             with w.lock:
                 st = w.wait_for(self.rank, waiting, lambda: slot.ready)
-            w.sleep(st)
+            w.sleep(st, pin)
             while True:
                 with w.lock:
                     w.check()
@@ -254,7 +248,7 @@ class RankContext:
                         w.wake()
             with w.lock:
                 st = w.wait_for(self.rank, lambda: f"{desc()} (other ranks' parts)", slot.is_done)
-            w.sleep(st)
+            w.sleep(st, pin)
 
         return work
 

@@ -1,20 +1,28 @@
 """How emulated ranks are scheduled by the operating system (Linux only; elsewhere a no-op).
 
-A tiny collective costs little Python but several thread switches: each rank that waits sleeps
-once and is woken once, and only one rank runs Python at a time (the GIL).  Two settings make
-those switches cheap without touching the ranks' own computation:
+Every member of an all-reduce of at least 1 MiB wakes up to reduce its part of the buffers, in
+parallel where numpy releases the GIL, so large collectives run on more threads than there are
+cores.  Two settings help there, without touching the ranks' own computation:
 
-* **Sleeping on one CPU.**  A blocked rank sleeps pinned to the lowest CPU this process may use
-  and is unpinned as soon as it wakes.  Linux otherwise wakes a thread on an *idle* CPU, and on
-  a virtual machine an idle virtual CPU must first be rescheduled by the host: on the 2-core
-  virtual machine this book was written on, a 4-rank all-reduce of a tiny tensor took 1.5 to
-  2.5 times longer without it (``LABS_DIST_PIN=0``).  A rank is
-  never pinned while it runs its own code, so torch's thread pools (which a thread passes on to
-  the threads it starts) and the rank's computation keep every CPU.
-* **SCHED_BATCH.**  A rank woken by another would otherwise preempt the waker at once, only to
-  block again on the GIL the waker still holds; batch threads wait for their turn instead.
+* **Sleeping on one CPU, when the parts are short.**  A rank that waits in a large collective
+  whose parts are at most ``PIN_PART_BYTES`` sleeps pinned to the lowest CPU this process may
+  use and is unpinned as soon as it wakes.  Linux otherwise wakes it on an idle CPU, which on a
+  virtual machine must first be rescheduled by the host; for a short part, that wake-up is most
+  of the time.  A rank with a long part is not pinned: woken on the busy CPU, it would first have
+  to move before it could work alongside the others.  Nor is a rank waiting in a small
+  collective: there the two extra system calls per wait cost more than a cheaper wake-up saves.
+* **SCHED_BATCH for every rank thread.**  A rank woken by another would otherwise preempt the
+  waker at once, and ranks reducing their parts side by side would keep preempting each other.
 
-``LABS_DIST_PIN=0`` turns both off.
+``benchmarks/bench_allreduce.py`` measures these choices side by side.  On the 2-core virtual
+machine this book was written on, without them (``LABS_DIST_PIN=0``) a 4-rank all-reduce of
+1 MB took about twice as long; pinning every wait instead (``World.pin_all``, the policy of
+earlier versions) made a tiny 4-rank all-reduce about 1.3 times slower, and a 2-rank one of
+16 MB about 1.5 times.
+
+A rank is never pinned while it runs its own code, so torch's thread pools (which a thread
+passes on to the threads it starts) and the rank's computation keep every CPU.
+``LABS_DIST_PIN=0`` turns both settings off.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["cpu_masks", "acquire_pinned", "batch_scheduling"]
+__all__ = ["PIN_PART_BYTES", "cpu_masks", "acquire_pinned", "batch_scheduling"]
+
+PIN_PART_BYTES = 1 << 20  # ranks that wake up to reduce a part of at most this size sleep pinned
 
 
 def cpu_masks() -> tuple[set[int], set[int]] | None:
