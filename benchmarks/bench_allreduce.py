@@ -10,8 +10,8 @@ For world sizes 2 and 4 and float32 buffers from 1 KB to 64 MB it measures, in o
 * ``floor`` -- seconds numpy needs to sum the same ``p`` buffers into one (``np.add`` with
   ``out=``): reading ``p`` buffers and writing one is the least any all-reduce must do.
 
-It prints the ratios emu/floor and gloo/emu per size, then the per-call overhead of a tiny
-all-reduce (best and median of 27 repeats in 3 launches), then the scheduling choices of
+It prints the per-call overhead of a tiny all-reduce (best and median of 27 repeats in 3
+launches), then the ratios emu/floor and gloo/emu per size, then the scheduling choices of
 ``labs.dist`` measured side by side (alternating launches, median of 5; see
 ``labs/dist/_sched.py``): pinning the sleep of every waiting rank rather than only in large
 collectives with short parts (``World.pin_all``, the policy of earlier versions), and
@@ -132,6 +132,15 @@ def main() -> None:
     args = ap.parse_args()
     sizes = SIZES[:-1] if args.quick else SIZES
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
+    # first: the tiny calls are the most sensitive to what large buffers leave behind
+    print("per-call overhead, 16-byte tensor (3 launches x 9 repeats x 500 calls; "
+          "target <= 100 us at 4 ranks)")  # fmt: skip
+    for p in (2, 4):
+        cpu0 = time.process_time()
+        ts = sorted(t for _ in range(3) for t in emulated(p, 16, 500, repeats=9))
+        cpu = (time.process_time() - cpu0) / (3 * 9 * 500)
+        print(f"  {p} ranks: best {ts[0] * 1e6:.1f} us, median {ts[len(ts) // 2] * 1e6:.1f} us "
+              f"wall clock; {cpu * 1e6:.1f} us of CPU time over all threads")  # fmt: skip
     for p in (2, 4):
         g = gloo(p, sizes, args.quick)
         print(f"\nworld size {p}")
@@ -142,14 +151,6 @@ def main() -> None:
             e, f = min(emulated(p, n, it)), floor(p, n, it)
             print(f"{_fmt_bytes(n):>6} {e * 1e6:10.1f} {f * 1e6:10.1f} {g[n] * 1e6:10.1f} "
                   f"{e / f:10.2f} {g[n] / e:9.2f}")  # fmt: skip
-    print("\nper-call overhead, 16-byte tensor (3 launches x 9 repeats x 500 calls; "
-          "target <= 100 us at 4 ranks)")  # fmt: skip
-    for p in (2, 4):
-        cpu0 = time.process_time()
-        ts = sorted(t for _ in range(3) for t in emulated(p, 16, 500, repeats=9))
-        cpu = (time.process_time() - cpu0) / (3 * 9 * 500)
-        print(f"  {p} ranks: best {ts[0] * 1e6:.1f} us, median {ts[len(ts) // 2] * 1e6:.1f} us "
-              f"wall clock; {cpu * 1e6:.1f} us of CPU time over all threads")  # fmt: skip
     print("\nscheduling choices, side by side (time of the variant / time of the default)")
     cases = [(4, 16, 500), (4, 1 << 20, 40), (2, 16 << 20, 4), (4, 16 << 20, 4)]
     for p, nbytes, iters in cases if not args.quick else cases[:2]:

@@ -424,8 +424,9 @@ def test_bfloat16_and_tensors_that_require_grad():
 
 def test_one_buffer_shared_by_every_rank_counts_once_per_rank():
     """Threads share memory: a tensor captured by every rank is p contributions, as p processes
-    holding a copy each would give (small, chunked and split paths alike)."""
-    for n in (4, 5_000, 300_000):
+    holding a copy each would give (small, chunked and split paths alike; the chunked ones must
+    not accumulate in place in a buffer that is also an input)."""
+    for n in (4, 5_000, 100_000, 300_000, 1_000_000):
         x = torch.ones(n)
         dist.launch(lambda x=x: dist.all_reduce(x), 4)
         assert torch.all(x == 4.0), n

@@ -152,7 +152,10 @@ def reduce_into(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp)
         if flat_in[0].nbytes <= CHUNK_BYTES:
             reduce_whole(flat_out, flat_in, op)
         else:
-            reduce_chunks([x.reshape(-1) for x in flat_out], [x.reshape(-1) for x in flat_in], op)
+            ins = [x.reshape(-1) for x in flat_in]
+            reduce_chunks(
+                ins if flat_out is flat_in else [x.reshape(-1) for x in flat_out], ins, op
+            )
 
 
 def reduce_whole(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) -> None:
@@ -170,23 +173,40 @@ def reduce_whole(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) ->
 
 
 def reduce_chunks(flat_out: list[np.ndarray], flat_in: list[np.ndarray], op: ReduceOp) -> None:
+    """``reduce_into`` for large 1-d buffers, chunk by chunk.
+
+    In an all-reduce (the outputs are the inputs, no two of them overlapping) each chunk is
+    accumulated in place in the first buffer and then copied to the others; otherwise in a
+    scratch buffer, then copied to every output (one numpy pass more per chunk).
+    """
     n = flat_in[0].size
     step = max(1, CHUNK_BYTES // max(1, flat_in[0].itemsize))
-    acc_buf = np.empty(min(n, step), dtype=flat_in[0].dtype)
     ufunc = _NP_OPS[op]
+    in_place = flat_out is flat_in and len(flat_in) > 1 and not _overlapping(flat_in)
+    acc_buf = None if in_place else np.empty(min(n, step), dtype=flat_in[0].dtype)
     for s in range(0, n, step):
         e = min(n, s + step)
-        acc = acc_buf[: e - s]
-        if len(flat_in) == 1:
-            np.copyto(acc, flat_in[0][s:e])
+        if in_place:
+            acc = flat_in[0][s:e]
+            for x in flat_in[1:]:
+                ufunc(acc, x[s:e], out=acc)
         else:
-            ufunc(flat_in[0][s:e], flat_in[1][s:e], out=acc)
-        for x in flat_in[2:]:
-            ufunc(acc, x[s:e], out=acc)
+            acc = acc_buf[: e - s]
+            if len(flat_in) == 1:
+                np.copyto(acc, flat_in[0][s:e])
+            else:
+                ufunc(flat_in[0][s:e], flat_in[1][s:e], out=acc)
+            for x in flat_in[2:]:
+                ufunc(acc, x[s:e], out=acc)
         if op is ReduceOp.AVG:
             np.divide(acc, len(flat_in), out=acc, casting="unsafe")
-        for y in flat_out:
+        for y in flat_out[1:] if in_place else flat_out:
             np.copyto(y[s:e], acc)
+
+
+def _overlapping(arrays: list[np.ndarray]) -> bool:
+    """True if any two of ``arrays`` may share memory (a bounds check, never a false no)."""
+    return any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1 :])
 
 
 def reduce_into_torch(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp) -> None:

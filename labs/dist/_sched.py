@@ -16,7 +16,7 @@ cores.  Two settings help there, without touching the ranks' own computation:
 
 ``benchmarks/bench_allreduce.py`` measures these choices side by side.  On the 2-core virtual
 machine this book was written on, without them (``LABS_DIST_PIN=0``) a 4-rank all-reduce of
-1 MB took about twice as long; pinning every wait instead (``World.pin_all``, the policy of
+1 MB took 1.7 to 2 times as long; pinning every wait instead (``World.pin_all``, the policy of
 earlier versions) made a tiny 4-rank all-reduce about 1.3 times slower, and a 2-rank one of
 16 MB about 1.5 times.
 
