@@ -595,3 +595,19 @@ def test_numpy_views_share_memory_and_leave_storage_resizable(route, monkeypatch
         return z.tolist()
 
     assert dist.launch(prog, 3) == [[3.0] * 3] * 3  # the collectives work on this route too
+
+
+@pytest.mark.parametrize("n", [4, 8_000, 100_000])
+def test_overflow_saturates_to_inf_without_warnings(n):
+    """float16 sums that overflow give inf, as in torch, and numpy's overflow warning is kept
+    quiet on every path (small memoized views, whole buffers, chunks)."""
+    import warnings
+
+    def prog():
+        x = torch.full((n,), 60000.0, dtype=torch.float16)
+        dist.all_reduce(x)
+        return bool(torch.isinf(x).all())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dist.launch(prog, 2) == [True, True]

@@ -128,15 +128,14 @@ def reduce_small(es: list[tuple[torch.Tensor, np.ndarray | None]], op: ReduceOp)
             reduce_into(ts, ts, op)
             return
     if len(views) > 1:
-        reduce_whole(views, views, op)
+        reduce_arrays(views, views, op)
 
 
 def reduce_into(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp) -> None:
     """outs[k] <- op over ins, for every k; all have one shape; outs may alias ins.
 
-    Works in cache-sized chunks: each chunk of the result is accumulated in a small buffer and
-    then written to every output, so memory traffic stays close to reading the inputs and
-    writing the outputs once.
+    Large buffers go in cache-sized chunks (:func:`reduce_chunks`), so memory traffic stays
+    close to reading the inputs and writing the outputs once.
     """
     if outs is ins and len(ins) == 1:  # a group of one: the result is the input
         return
@@ -145,21 +144,23 @@ def reduce_into(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp)
     if flat_in is None or flat_out is None:
         reduce_into_torch(outs, ins, op)
         return
-    if flat_in[0].size <= 4096:  # entering np.errstate (~2 us) costs more than the reduction
-        reduce_whole(flat_out, flat_in, op)
-        return
-    with np.errstate(all="ignore"):  # overflow to inf, as in torch: no warning
-        if flat_in[0].nbytes <= CHUNK_BYTES:
-            reduce_whole(flat_out, flat_in, op)
+    reduce_arrays(flat_out, flat_in, op)
+
+
+def reduce_arrays(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) -> None:
+    """:func:`reduce_into` on numpy arrays.  Overflow gives inf (NaN for inf - inf), as in torch,
+    without numpy's warnings."""
+    with np.errstate(all="ignore"):
+        if ins[0].nbytes <= CHUNK_BYTES:
+            reduce_whole(outs, ins, op)
         else:
-            ins = [x.reshape(-1) for x in flat_in]
-            reduce_chunks(
-                ins if flat_out is flat_in else [x.reshape(-1) for x in flat_out], ins, op
-            )
+            flat_in = [x.reshape(-1) for x in ins]
+            flat_out = flat_in if outs is ins else [x.reshape(-1) for x in outs]
+            reduce_chunks(flat_out, flat_in, op)
 
 
 def reduce_whole(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) -> None:
-    """``reduce_into`` for buffers that fit in cache: one pass, no chunk loop."""
+    """:func:`reduce_arrays` for buffers that fit in cache: one pass, no chunk loop."""
     ufunc = _NP_OPS[op]
     # a copy, not ins[0] itself: ranks may (wrongly) pass one shared buffer, which must still
     # give p times its value; copy() also keeps 0-d inputs arrays (ufunc(a, b) gives a scalar)
@@ -173,7 +174,7 @@ def reduce_whole(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) ->
 
 
 def reduce_chunks(flat_out: list[np.ndarray], flat_in: list[np.ndarray], op: ReduceOp) -> None:
-    """``reduce_into`` for large 1-d buffers, chunk by chunk.
+    """:func:`reduce_arrays` for large 1-d buffers, chunk by chunk.
 
     In an all-reduce (the outputs are the inputs, no two of them overlapping) each chunk is
     accumulated in place in the first buffer and then copied to the others; otherwise in a
