@@ -53,7 +53,8 @@ def _iters(nbytes: int, quick: bool) -> int:
 REPEATS = 3  # every time is the best of 3 measurements: the machine may be shared
 
 
-def emulated(p: int, nbytes: int, iters: int, repeats: int = REPEATS) -> list[float]:
+def emulated(p: int, nbytes: int, iters: int, repeats: int = REPEATS,
+             per_rank_rng: bool = False) -> list[float]:  # fmt: skip
     """Seconds per ``labs.dist.all_reduce`` call on ``p`` emulated ranks, one per repeat."""
 
     def prog():
@@ -68,7 +69,7 @@ def emulated(p: int, nbytes: int, iters: int, repeats: int = REPEATS) -> list[fl
             times.append((time.perf_counter() - t0) / iters)
         return times
 
-    per_rank = dist.launch(prog, p, timeout=600)
+    per_rank = dist.launch(prog, p, timeout=600, per_rank_rng=per_rank_rng)
     return [max(ts[k] for ts in per_rank) for k in range(repeats)]  # the slowest rank counts
 
 
@@ -151,6 +152,7 @@ def main() -> None:
             e, f = min(emulated(p, n, it)), floor(p, n, it)
             print(f"{_fmt_bytes(n):>6} {e * 1e6:10.1f} {f * 1e6:10.1f} {g[n] * 1e6:10.1f} "
                   f"{e / f:10.2f} {g[n] / e:9.2f}")  # fmt: skip
+    rng_switch_cost()
     print("\nscheduling choices, side by side (time of the variant / time of the default)")
     cases = [(4, 16, 500), (4, 1 << 20, 40), (2, 16 << 20, 4), (4, 16 << 20, 4)]
     for p, nbytes, iters in cases if not args.quick else cases[:2]:
@@ -159,6 +161,39 @@ def main() -> None:
         print(f"  {p} ranks, {label:>6}: default {t['default'] * 1e6:9.1f} us;  pin every wait "
               f"{t['pin every wait'] / t['default']:.2f}x;  LABS_DIST_PIN=0 "
               f"{t['LABS_DIST_PIN=0'] / t['default']:.2f}x")  # fmt: skip
+
+
+def rng_switch_cost(p: int = 4, iters: int = 500, rounds: int = 5) -> None:
+    """Per-rank random state (``launch(..., per_rank_rng=True)``) vs shared, side by side.
+
+    With per-rank state one rank at a time runs user code and hands a baton on when it waits;
+    each of the ``p - 1`` ranks that wait in a tiny all-reduce hands it on once and takes it
+    back once, saving and restoring torch's generator state (one switch = one hand-over).
+    """
+    g = torch.default_generator
+    state = g.get_state()
+    n = 20000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        g.set_state(g.get_state())
+    swap = (time.perf_counter() - t0) / n
+    g.set_state(state)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for k in range(rounds):
+        for flag in (False, True) if k % 2 == 0 else (True, False):
+            c0 = time.process_time()
+            times[flag].append(min(emulated(p, 16, iters, repeats=3, per_rank_rng=flag)))
+            cpu[flag].append((time.process_time() - c0) / (4 * iters))  # warm-up + 3 repeats
+    shared, own = (sorted(times[f])[rounds // 2] for f in (False, True))
+    cpu_shared, cpu_own = (sorted(cpu[f])[rounds // 2] for f in (False, True))
+    print(f"\nper-rank random state, {p} ranks, 16-byte all-reduce (median of {rounds}):")
+    print(f"  shared state {shared * 1e6:.1f} us per call; per-rank state {own * 1e6:.1f} us "
+          f"per call ({own / shared:.2f}x); (own - shared) / {p - 1} switches = "
+          f"{(own - shared) / (p - 1) * 1e6:.1f} us per switch; torch get_state + set_state "
+          f"alone {swap * 1e6:.1f} us")  # fmt: skip
+    print(f"  CPU time over all threads: {cpu_shared * 1e6:.1f} vs {cpu_own * 1e6:.1f} us per "
+          f"call, {(cpu_own - cpu_shared) / (p - 1) * 1e6:.1f} us per switch")  # fmt: skip
 
 
 def side_by_side(p: int, nbytes: int, iters: int, rounds: int = 5) -> dict[str, float]:

@@ -99,34 +99,54 @@ class Model:
                 for k in ("a", "b"):
                     print(f"layer {i} grad {k}:\n{g.get(k, 'not computed')}")
 
-    def compare(self, other: Model, rtol: float = 1e-9, atol: float = 1e-12) -> bool:
-        """True when ``other`` has the same weights and gradients (up to rounding).
+    def difference(self, other: Model, rtol: float = 1e-9, atol: float = 1e-12) -> str | None:
+        """Where ``other`` differs from this model (weights, then gradients), or None if nowhere.
 
-        Prints the first difference found, so a failing exercise says where to look.
+        The answer names the layer, the parameter and the worst element, with the expected value
+        (this model's) and the one ``other`` holds, e.g. ``"layer 2 grad b[1, 0]: expected
+        0.5, got 1.0 (max abs diff 0.5)"``.
         """
         if not isinstance(other, Model):
-            print(f"compare: expected a Model, got {type(other).__name__}")
-            return False
-        if (other.n, other.in_dim, other.hidden_dim) != (self.n, self.in_dim, self.hidden_dim):
-            print("compare: the models have different sizes")
-            return False
+            return f"expected a core.Model, got {type(other).__name__}"
+        mine_size = (self.n, self.in_dim, self.hidden_dim)
+        theirs = (other.n, other.in_dim, other.hidden_dim)
+        if theirs != mine_size:
+            return f"expected (num_layers, in_dim, hidden_dim) = {mine_size}, got {theirs}"
         for i in range(self.n):
-            for what, mine, theirs in (
+            for what, ours, their in (
                 ("weight", self.blocks[i], other.blocks[i]),
                 ("grad", self.grads[i], other.grads[i]),
             ):
                 for k in ("a", "b"):
-                    x, y = mine.get(k), theirs.get(k)
+                    x, y = ours.get(k), their.get(k)
                     if x is None or y is None:
-                        if x is not y:
-                            print(f"compare: layer {i} {what} {k} is missing in one model")
-                            return False
+                        if x is not None or y is not None:
+                            missing = "the other model" if y is None else "the reference"
+                            return f"layer {i} {what} {k} is missing in {missing}"
                         continue
-                    if x.shape != y.shape or not np.allclose(x, y, rtol=rtol, atol=atol):
-                        err = np.max(np.abs(x - y)) if x.shape == y.shape else "shape"
-                        print(f"compare: layer {i} {what} {k} differs (max abs diff {err})")
-                        return False
-        return True
+                    x, y = np.asarray(x), np.asarray(y)
+                    if x.shape != y.shape:
+                        return f"layer {i} {what} {k}: expected shape {x.shape}, got {y.shape}"
+                    if not np.allclose(y, x, rtol=rtol, atol=atol):
+                        err = np.abs(x - y)
+                        idx = np.unravel_index(int(np.argmax(err)), err.shape)
+                        at = ", ".join(str(int(j)) for j in idx)
+                        return (
+                            f"layer {i} {what} {k}[{at}]: expected {x[idx]:.6g}, got {y[idx]:.6g} "
+                            f"(max abs diff {float(err.max()):.3g})"
+                        )
+        return None
+
+    def compare(self, other: Model, rtol: float = 1e-9, atol: float = 1e-12) -> bool:
+        """True when ``other`` has the same weights and gradients (up to rounding).
+
+        Prints the first difference found (see :meth:`difference`), so a failing exercise says
+        which parameter differs and by how much.
+        """
+        diff = self.difference(other, rtol=rtol, atol=atol)
+        if diff is not None:
+            print(f"compare: {diff}")
+        return diff is None
 
     def copy(self) -> Model:
         """A deep copy (weights, saved inputs and gradients)."""

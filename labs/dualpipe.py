@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from labs.pipeline import Action, Schedule, _need
+from labs.pipeline_schedules import Action, Schedule, _need
 
 __all__ = ["dualpipe", "dualpipe_v"]
 

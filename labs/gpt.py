@@ -1,4 +1,4 @@
-"""A tiny decoder-only transformer (GPT) and a training loop, shared by the later chapters.
+"""A tiny decoder-only transformer (GPT), shared by the later chapters, and its pretraining.
 
 The model is the GPT-2 recipe at toy scale: token and position embeddings, ``n_layer``
 pre-norm blocks of causal self-attention and a GELU MLP, a final layer norm and a language-model
@@ -18,17 +18,20 @@ The whole interface::
     losses = gpt.train(model, batches, steps=200, lr=3e-3)   # list of per-step losses
     model, losses = gpt.pretrain(cfg, steps=300)  # the corpus of labs.data, deterministic
     text = model.generate(idx, max_new_tokens=50, temperature=0.0)   # greedy when temperature=0
+
+``train`` and ``evaluate`` are defined in :mod:`labs.training.loop` and re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from labs.training.loop import evaluate, train  # the loop lives there; re-exported here
 
 __all__ = ["GPTConfig", "GPT", "train", "pretrain", "evaluate"]
 
@@ -231,82 +234,6 @@ class GPT(nn.Module):
                     break
         self.train(was_training)
         return idx
-
-
-def train(
-    model: nn.Module,
-    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-    steps: int,
-    lr: float = 3e-3,
-    weight_decay: float = 0.0,
-    warmup_steps: int = 0,
-    final_lr_ratio: float = 0.1,
-    grad_clip: float | None = 1.0,
-    optimizer: torch.optim.Optimizer | None = None,
-    loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    callback: Callable[[int, float], None] | None = None,
-) -> list[float]:
-    """Train ``model`` for ``steps`` steps of AdamW on the parameters that require gradients.
-
-    The learning rate warms up linearly for ``warmup_steps`` and then follows a cosine from
-    ``lr`` down to ``lr * final_lr_ratio``.
-
-    Args:
-        model: a :class:`GPT` (or any module; then pass ``loss_fn``).
-        batches: yields ``(inputs, targets)`` pairs of shape (B, T); see :func:`labs.data.batches`.
-        steps: number of optimizer steps.
-        lr: peak learning rate.
-        optimizer: use this optimizer instead of a fresh AdamW (its learning rate is scheduled).
-        loss_fn: ``loss_fn(model, x, y) -> scalar``; default ``model.loss(x, y)``.
-        callback: called as ``callback(step, loss)`` after every step.
-
-    Returns:
-        The training loss of every step (floats, in nats per token).
-    """
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("train: the model has no parameter with requires_grad=True")
-    if optimizer is None:
-        optimizer = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
-    loss_fn = loss_fn or (lambda m, x, y: m.loss(x, y))
-
-    def lr_at(step: int) -> float:
-        if step < warmup_steps:
-            return lr * (step + 1) / warmup_steps
-        frac = (step - warmup_steps) / max(1, steps - warmup_steps)
-        return lr * (final_lr_ratio + (1 - final_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
-
-    model.train()
-    it: Iterator = iter(batches)
-    losses = []
-    device = params[0].device
-    for step in range(steps):
-        x, y = (t.to(device) for t in next(it))  # batches are built on the CPU
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step)
-        loss = loss_fn(model, x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        optimizer.step()
-        losses.append(float(loss.detach()))
-        if callback is not None:
-            callback(step, losses[-1])
-    return losses
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, batches: Iterable, n_batches: int = 4) -> float:
-    """Mean ``model.loss`` over the first ``n_batches`` batches, in nats per token."""
-    was_training = model.training
-    model.eval()
-    it = iter(batches)
-    device = next(model.parameters()).device
-    total = sum(float(model.loss(*(t.to(device) for t in next(it)))) for _ in range(n_batches))
-    total /= n_batches
-    model.train(was_training)
-    return total
 
 
 def pretrain(

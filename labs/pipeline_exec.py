@@ -24,7 +24,8 @@ import torch
 from torch import nn
 
 from labs import dist
-from labs.pipeline import Event, Schedule, Timeline, _split_set, action_cost
+from labs.pipeline_schedules import Schedule
+from labs.pipeline_sim import Event, Timeline, _split_set, action_cost
 
 __all__ = ["PipelineResult", "run_schedule", "reference_grads"]
 

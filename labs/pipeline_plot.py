@@ -11,12 +11,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-from labs.pipeline import Timeline, bubble_fraction
+from labs.pipeline_sim import Timeline, bubble_fraction
 
 __all__ = ["draw_timeline"]
 
 _COLORS = {"F": "#4C72B0", "B": "#DD8452", "W": "#55A868"}
 _COLORS_2 = {"F": "#9BB3DA", "B": "#F0BE98", "W": "#9FD1AE"}
+_LABEL_PT = 9  # font size of the micro-batch numbers in the boxes
 
 
 def _rgb(hex_color: str) -> tuple[float, float, float]:
@@ -33,8 +34,8 @@ def draw_timeline(
     kilobytes whatever the number of actions, for widgets that store many figures.
     """
     s = tl.schedule
-    if ax is None:
-        _, ax = plt.subplots(figsize=(10, 0.45 * s.p + 1.0))
+    if ax is None:  # a 6.5-inch text column: fonts of 9 pt stay legible at print size
+        _, ax = plt.subplots(figsize=(6.5, 0.4 * s.p + 1.3))
     if raster:
         res = min(e.end - e.start for evs in tl.events for e in evs) / 4
         img = np.ones((s.p, int(round(tl.makespan / res)), 3))
@@ -48,6 +49,9 @@ def draw_timeline(
             img, aspect="auto", interpolation="nearest", extent=(0, tl.makespan, s.p - 0.5, -0.5)
         )
     else:
+        fig = ax.figure
+        # points per time unit, with a margin for the tick labels that tight_layout will take
+        pt_per_unit = 0.85 * ax.get_position().width * fig.get_figwidth() * 72 / tl.makespan
         for r, evs in enumerate(tl.events):
             for e in evs:
                 color = (_COLORS_2 if e.action.chunk % 2 else _COLORS)[e.action.kind]
@@ -60,33 +64,46 @@ def draw_timeline(
                     edgecolor="white",
                     linewidth=0.5,
                 )
-                if labels and e.end - e.start >= 0.45 * max(1.0, tl.makespan / 60):
+                text = str(e.action.mb)
+                # a digit at 9 pt is about 5 pt wide: label only the boxes the text fits in
+                if (
+                    labels
+                    and (e.end - e.start) * pt_per_unit >= _LABEL_PT * (5 * len(text) + 2) / 9
+                ):
                     ax.text(
                         (e.start + e.end) / 2,
                         r,
-                        str(e.action.mb),
+                        text,
                         ha="center",
                         va="center",
-                        fontsize=7,
+                        fontsize=_LABEL_PT,
                         color="black",
                     )
         ax.invert_yaxis()
     ax.set_yticks(range(s.p), [f"rank {r}" for r in range(s.p)])
+    ax.tick_params(labelsize=9)
     ax.set_xlim(0, tl.makespan)
-    ax.set_xlabel("time (cost units)")
+    ax.set_xlabel("time (cost units)", fontsize=9)
     frac = bubble_fraction(tl)
-    ax.set_title(title or f"{s.name}: p={s.p}, m={s.m}, bubble {frac:.1%}", fontsize=10)
+    # the title sits left above the legend row, so the two never overlap
+    ax.set_title(
+        title or f"{s.name}: p={s.p}, m={s.m}, bubble {frac:.1%}", fontsize=10, loc="left", pad=22
+    )
     kinds = sorted({e.action.kind for evs in tl.events for e in evs}, key="FBW".index)
     names = {
         "F": "forward",
-        "B": "backward" if "W" not in kinds else "backward (B)",
-        "W": "weight gradients (W)",
+        "B": "backward" if "W" not in kinds else "input grad (B)",
+        "W": "weight grad (W)",
     }
     ax.legend(
         handles=[Patch(color=_COLORS[k], label=names[k]) for k in kinds],
-        loc="upper left",
+        loc="lower right",
         bbox_to_anchor=(1.0, 1.0),
-        fontsize=8,
+        ncol=len(kinds),
+        fontsize=9,
         frameon=False,
+        borderaxespad=0.1,
+        handlelength=1.2,
+        columnspacing=1.0,
     )
     return ax

@@ -15,6 +15,9 @@ Entry points: :data:`NF4_CODE`, :func:`nf4_quantize` -> :class:`NF4Tensor` (``de
 on the fly), :func:`quantize_linears` (swap a model's linear layers for NF4 ones). The QLoRA layer
 itself is :class:`labs.lora.LoRALinear` wrapped around an :class:`NF4Linear`
 (see :func:`labs.lora.apply_lora` with ``quantize=True``).
+
+The code tables (:data:`NF4_CODE`, the 8-bit codes of :data:`CODES8`) are defined in
+:mod:`labs.peft.codes` and re-exported here.
 """
 
 from __future__ import annotations
@@ -25,6 +28,17 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from labs.peft.codes import (
+    CODES8,
+    NF4_CODE,
+    dynamic_code,
+    fp8_code,
+    linear_code,
+    nearest_code,
+    normal_float_code,
+    pad_to_blocks,
+)
 
 __all__ = [
     "NF4_CODE",
@@ -39,97 +53,13 @@ __all__ = [
     "quantize_linears",
 ]
 
-NF4_CODE = torch.tensor(
-    [
-        -1.0,
-        -0.6961928009986877,
-        -0.5250730514526367,
-        -0.39491748809814453,
-        -0.28444138169288635,
-        -0.18477343022823334,
-        -0.09105003625154495,
-        0.0,
-        0.07958029955625534,
-        0.16093020141124725,
-        0.24611230194568634,
-        0.33791524171829224,
-        0.44070982933044434,
-        0.5626170039176941,
-        0.7229568362236023,
-        1.0,
-    ]
-)
-"""The 16 NF4 levels (Dettmers et al. 2023), as in bitsandbytes; index 7 is an exact zero."""
-
-
-def normal_float_code(offset: float = 0.9677083) -> torch.Tensor:
-    """Rebuild the NF4 levels from quantiles of the standard normal distribution.
-
-    Eight positive levels are the quantiles at probabilities evenly spaced from ``offset`` down
-    to 0.5 (the last one, the median, is dropped), seven negative levels mirror the quantiles
-    from ``offset`` to 0.5 with one fewer step, and zero is added so that it is exact. Dividing
-    by the largest level maps the code onto [-1, 1]. Returns 16 sorted float32 values.
-    """
-    normal = torch.distributions.Normal(0.0, 1.0)
-    pos = normal.icdf(torch.linspace(offset, 0.5, 9, dtype=torch.float64)[:-1])
-    neg = -normal.icdf(torch.linspace(offset, 0.5, 8, dtype=torch.float64)[:-1])
-    code = torch.cat([pos, neg, torch.zeros(1, dtype=torch.float64)])
-    return (code / code.max()).sort().values.float()
-
-
-def dynamic_code() -> torch.Tensor:
-    """The signed 8-bit "dynamic" code of bitsandbytes (used for double quantization).
-
-    An 8-bit value is a sign, a decimal exponent ``e`` in 0..6 and a fraction: level ``e`` holds
-    ``2**e`` values spread evenly (at bin midpoints) over [0.1, 1] * 10**(e - 6), so small
-    magnitudes get fine steps and large ones coarse steps, like a float with few mantissa bits.
-    Zero and 1.0 are added. Returns 256 sorted float32 values in [-1, 1].
-    """
-    values = [0.0, 1.0]
-    for e in range(7):
-        edges = torch.linspace(0.1, 1.0, 2**e + 1, dtype=torch.float32)
-        mids = ((edges[:-1] + edges[1:]) / 2 * 10.0 ** (e - 6)).tolist()
-        values += mids + [-m for m in mids]
-    return torch.tensor(sorted(values), dtype=torch.float32)
-
-
-def linear_code() -> torch.Tensor:
-    """A symmetric linear int8 code: the 255 values k / 127 for k = -127..127 (float32)."""
-    return torch.arange(-127, 128, dtype=torch.float32) / 127
-
-
-def fp8_code() -> torch.Tensor:
-    """Every finite float8 e4m3 value divided by its maximum (448): 253 sorted float32 values."""
-    raw = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
-    vals = torch.unique(raw[torch.isfinite(raw)])
-    return vals / vals.abs().max()
-
-
-CODES8 = {"dynamic": dynamic_code, "linear": linear_code, "fp8": fp8_code}
-"""The 8-bit codes double quantization can use for the absmax constants (name -> builder)."""
-
-
-def _nearest(x: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
-    """Index of the nearest entry of the sorted ``code`` for every element of ``x`` (int64)."""
-    mids = (code[1:] + code[:-1]) / 2
-    return torch.bucketize(x, mids)
-
-
-def _blocks(x: torch.Tensor, blocksize: int) -> tuple[torch.Tensor, int]:
-    """Flatten ``x`` and zero-pad it to whole blocks: returns ((n_blocks, blocksize), padding)."""
-    flat = x.reshape(-1)
-    pad = (-flat.numel()) % blocksize
-    if pad:
-        flat = torch.cat([flat, flat.new_zeros(pad)])
-    return flat.view(-1, blocksize), pad
-
 
 def _quantize_absmax(absmax: torch.Tensor, code: str, blocksize: int = 256):
     """Double quantization: (absmax - mean) as 8-bit codes in blocks of ``blocksize``."""
     offset = absmax.mean()
-    blocks, _ = _blocks(absmax - offset, blocksize)
+    blocks, _ = pad_to_blocks(absmax - offset, blocksize)
     scale = blocks.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny)
-    q = _nearest(blocks / scale[:, None], CODES8[code]().to(absmax.device)).to(torch.uint8)
+    q = nearest_code(blocks / scale[:, None], CODES8[code]().to(absmax.device)).to(torch.uint8)
     return q.view(-1)[: absmax.numel()], scale, offset  # the padding codes are not stored
 
 
@@ -234,10 +164,10 @@ def nf4_quantize(
         raise ValueError(
             f"nf4_quantize: absmax_code must be one of {sorted(CODES8)}, got {absmax_code!r}"
         )
-    blocks, pad = _blocks(weight.detach().float(), blocksize)
+    blocks, pad = pad_to_blocks(weight.detach().float(), blocksize)
     absmax = blocks.abs().amax(dim=1)
     normed = blocks / absmax.clamp_min(torch.finfo(torch.float32).tiny)[:, None]
-    codes = _nearest(normed, NF4_CODE.to(weight.device)).to(torch.uint8).view(-1)
+    codes = nearest_code(normed, NF4_CODE.to(weight.device)).to(torch.uint8).view(-1)
     packed = (codes[0::2] << 4) | codes[1::2]
     dq = _quantize_absmax(absmax, absmax_code) if double_quant else (None, None, None)
     return NF4Tensor(

@@ -37,7 +37,7 @@ def _control(name: str, options: Sequence[tuple[str, Any]], kind: str) -> widget
             options=list(zip(labels, range(len(labels)))),
             value=0,
             continuous_update=True,
-            layout=widgets.Layout(width="420px"),
+            layout=widgets.Layout(width="100%", max_width="420px"),
             **common,
         )
     raise ValueError(
@@ -97,6 +97,7 @@ def explorer(
         return stack
 
     out = build(0, ())
+    out.add_class("book-explorer-view")  # the book's script keeps its height from jumping
     links = []
     for ctrl, stacks in zip(ctrls, stacks_per_level):
         for stack in stacks:

@@ -37,7 +37,7 @@ SOLUTION = '''def double(x):
     return y
     # END SOLUTION'''
 
-CHECK = """from labs.checks import exercise
+CHECK = """from labs.course.checks import exercise
 with exercise(1, "double") as check:
     check.equal(double(21), 42, "double(21)")"""
 
@@ -55,10 +55,63 @@ def good_lab():
             "hide-input",
         ),
         cell(
-            "from labs.checks import exercise\nwith exercise(2) as check:\n"
+            "from labs.course.checks import exercise\nwith exercise(2) as check:\n"
             "    check.close(area, math.pi, 'area')",
             "exercise-2",
         ),
         cell("print(double(area))", "uses-exercise-1", "uses-exercise-2"),
         cell("print('independent cell')"),
     )
+
+
+def write_lab_and_key(folder: Path, name: str, nb=None, references=None) -> tuple[Path, Path]:
+    """Write a solution lab ``folder/name.ipynb`` and its answer key ``folder/keys/name.json``."""
+    from labs.course.key import build_key, key_text
+    from labs.course.notebooks import parse_lab
+
+    nb = good_lab() if nb is None else nb
+    if references:
+        nb.metadata["exercise_references"] = references
+    path = write(folder / f"{name}.ipynb", nb)
+    key = folder / "keys" / f"{name}.json"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text(key_text(build_key(parse_lab(path))), encoding="utf-8")
+    return path, key
+
+
+EXPECT_CLOSE = """from labs.course.checks import exercise
+
+
+def expect_close(check, got, want, what):
+    check.close(got, want, what, rtol=1e-12)
+
+
+with exercise(2) as check:
+    expect_close(check, area, math.pi, "area")"""
+
+BYTES_SOLUTION = '''def weight_bytes(n_params, dtype="bf16"):
+    """Bytes of n_params weights stored in dtype."""
+    # BEGIN SOLUTION exercise-3: bytes of the weights in dtype
+    return n_params * {"fp32": 4, "bf16": 2, "int8": 1}[dtype]
+    # END SOLUTION'''
+
+BYTES_CHECK = """from labs import memory
+from labs.course.checks import exercise
+
+with exercise(3, "weight bytes") as check:
+    for n, dtype in [(10, "fp32"), (7, "bf16"), (3, "int8")]:
+        want = memory.inference_bytes(n, dtype)  # the check may use the reference
+        expect_close(check, weight_bytes(n, dtype), want, f"weight_bytes({n}, {dtype!r})")"""
+
+#: exercise 3 asks for what labs.memory.inference_bytes computes: the key forbids calling it
+ATTACK_REFERENCES = {"3": ["labs.memory.inference_bytes"]}
+
+
+def attack_lab():
+    """Three exercises; exercise 2's check cell defines a helper that exercise 3's check calls."""
+    nb = good_lab()
+    nb.cells[5].source = EXPECT_CLOSE
+    nb.cells.append(cell(BYTES_SOLUTION, "hide-input"))
+    nb.cells.append(cell(BYTES_CHECK, "exercise-3"))
+    nb.metadata["exercise_references"] = ATTACK_REFERENCES
+    return nb

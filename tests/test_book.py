@@ -19,12 +19,14 @@ import pytest
 from bs4 import BeautifulSoup
 
 from conftest import CHROMIUM, IN_CI, LABS, REPO
-from labs.notebooks import parse_lab
+from labs.course.notebooks import parse_lab
 
 HTML = REPO / "_build" / "html"
 REMOTE = re.compile(r"^(https?:)?//")
 SPHINX_WARNING = re.compile(r"(^|: )(WARNING|ERROR|CRITICAL|SEVERE): ")
 ARTIFACTS = REPO / "_build" / "artifacts"
+# Everything here shares one book build (module fixture): keep it on one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("book")
 OFFLINE_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -125,6 +127,9 @@ def test_a_failing_cell_fails_the_build(tmp_path):
         (book / "vendor" / ".keep").write_text("")
         (book / "book" / "assets").mkdir()
         (book / "book" / "assets" / "book.css").write_text("")
+        (book / "book" / "assets" / "book.js").write_text("")
+        shutil.copy(REPO / "book" / "references.bib", book / "book" / "references.bib")
+        shutil.copytree(REPO / "book" / "_ext", book / "book" / "_ext")
         (book / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
         (book / "book" / "page.md").write_text(
             textwrap.dedent(f"""\
@@ -151,3 +156,138 @@ def test_a_failing_cell_fails_the_build(tmp_path):
     bad = build("raise RuntimeError('boom in a cell')")
     assert bad.returncode != 0
     assert "boom in a cell" in bad.stdout + bad.stderr
+
+
+# --- The book as its readers see it: a real browser (Playwright driving Debian's chromium), a
+# phone (390 px) and a desktop (1280 px), every request outside the build folder refused.
+
+
+def _pages(html: Path) -> list[Path]:
+    return sorted(
+        p for p in html.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts
+    )
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        if IN_CI:
+            pytest.fail("chromium is not installed; tools/test.sh installs Debian's chromium")
+        pytest.skip("Debian's chromium is not installed (tools/test.sh installs it when root)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+def _open(browser, url: str, width: int, problems: list[str] | None = None):
+    """A page at ``width`` px; console errors, page errors and refused requests go to problems."""
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    page.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())  # offline, as a reader
+    if problems is not None:
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+    page.goto(url)
+    page.wait_for_timeout(600)
+    return page
+
+
+SIDEBAR = """() => { const s = document.querySelector('#pst-primary-sidebar');
+  const r = s.getBoundingClientRect(); const cs = getComputedStyle(s);
+  return cs.visibility === 'visible' && r.right > 50 && r.left >= -1; }"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_sidebar_navigation_is_reachable(built_book, browser, width):
+    page = _open(
+        browser, (built_book / "book" / "chapters" / "ch02-preliminaries.html").as_uri(), width
+    )
+    toggle = [t for t in page.query_selector_all("button.primary-toggle") if t.is_visible()]
+    assert toggle, f"{width} px: no visible button opens the navigation"
+    shown = page.evaluate(SIDEBAR)
+    assert shown == (width >= 992), (
+        f"{width} px: sidebar initially {'shown' if shown else 'hidden'}"
+    )
+    toggle[0].click()
+    page.wait_for_timeout(500)
+    assert page.evaluate(SIDEBAR) != shown, (
+        f"{width} px: the toggle does not open/close the sidebar"
+    )
+    if not shown:  # on a phone the opened drawer must lead somewhere
+        link = page.query_selector("#pst-primary-sidebar a[href*='ch12-collective']")
+        assert link is not None and link.is_visible(), "the opened drawer shows no chapter links"
+    page.close()
+
+
+def test_no_console_errors_and_nothing_wider_than_a_phone(built_book, browser):
+    bad = []
+    for path in _pages(built_book):
+        problems: list[str] = []
+        page = _open(browser, path.as_uri(), 390, problems)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        # elements sticking out of the page that no scroll box contains
+        loose = page.evaluate("""() => { const out = [];
+          for (const e of document.querySelectorAll('article *')) {
+            const r = e.getBoundingClientRect(); if (r.right <= 392 || r.width === 0) continue;
+            let p = e.parentElement, boxed = false;
+            while (p) { if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX))
+              { boxed = true; break; } p = p.parentElement; }
+            if (!boxed) out.push(e.tagName.toLowerCase() + '.' + String(e.className).slice(0, 40));
+          } return out.slice(0, 3); }""")
+        name = path.relative_to(built_book)
+        if problems:
+            bad.append(f"{name}: console: {problems[:3]}")
+        if width > 390 or loose:
+            bad.append(f"{name}: {width} px wide at a 390 px screen; outside scroll boxes: {loose}")
+        page.close()
+    assert not bad, "\n".join(bad)
+
+
+def test_computed_tables_render_as_tables(built_book):
+    raw = []
+    for path in _pages(built_book):
+        soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+        for out in soup.select("div.cell_output"):
+            if re.search(r"^\s*\|?\s*:?-{3,}:?\s*\|", out.get_text("\n"), re.M):
+                raw.append(str(path.relative_to(built_book)))
+    assert not raw, f"Markdown tables shown as raw text in: {sorted(set(raw))}"
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def test_launch_buttons_open_the_student_notebook(built_book, lab):
+    page = built_book / lab.relative_to(REPO).with_suffix(".html")
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    links = [a.get("href", "") for a in soup.select("a") if "colab.research" in a.get("href", "")]
+    assert links, f"{page.name}: no Colab launch button"
+    assert all(h.endswith(f"/student/{lab.name}") for h in links), links
+    assert "book/labs/" not in " ".join(
+        a.get("href", "") for a in soup.select(".dropdown-launch-buttons a")
+    )
+
+
+def test_every_figure_is_numbered_captioned_and_described(built_book):
+    bad = []
+    for path in _pages(built_book):
+        soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+        for img in soup.select("div.cell_output img"):
+            fig = img.find_parent("figure")
+            caption = fig.find("figcaption") if fig else None
+            alt = img.get("alt", "")
+            where = f"{path.relative_to(built_book)}: {img.get('src', '')[-40:]}"
+            if caption is None or not caption.select_one(".caption-number"):
+                bad.append(f"{where}: no numbered caption")
+            if len(alt) < 15 or re.search(r"\.(png|svg|jpe?g)$|/", alt):
+                bad.append(f"{where}: alt text {alt!r} does not describe the figure")
+    assert not bad, "\n".join(bad)
+
+
+def test_solution_markers_read_as_comments(built_book):
+    shown = [
+        str(p.relative_to(built_book))
+        for p in _pages(built_book)
+        if "BEGIN SOLUTION" in p.read_text(encoding="utf-8")
+    ]
+    assert not shown, f"solution markers visible in: {shown}"

@@ -136,3 +136,11 @@ def test_shards_roundtrip_and_world_size_mismatch(tmp_path: Path):
         C.load_shard(tmp_path, 0, 2)
     with pytest.raises(C.CheckpointError, match="'shards' checkpoint, but a 'full' one"):
         C.load_full(tmp_path)
+
+
+def test_commit_module_is_reexported_by_checkpoint():
+    """Atomic commits live in labs.training.commit; ``checkpoint.X`` names still work."""
+    from labs.training import commit
+
+    for name in ("CheckpointError", "CRASH_ENV", "step_dir", "latest_step", "verify"):
+        assert getattr(C, name) is getattr(commit, name)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from labs.checks import CheckFailure, exercise
+from labs.course.checks import CheckFailure, ReferenceUsed, exercise
 
 
-def test_passing_checks_are_silent():
+def test_passing_checks_print_one_line_saying_what_was_verified(capsys):
     with exercise(1, "demo") as check:
         check.equal(48, 48, "int")
         check.equal((1, 2), (1, 2), "tuple")
@@ -18,6 +18,18 @@ def test_passing_checks_are_silent():
         check.true(True, "condition")
         check.raises(ValueError, int, "x", what="int('x')")
         check.between(0.5, 0, 1, "fraction")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out
+    assert out.startswith("PASS exercise 1: demo — 7 checks: int; tuple; array; tensor;"), out
+
+
+def test_a_long_pass_line_is_shortened(capsys):
+    with exercise(2) as check:
+        for i in range(40):
+            check.equal(i, i, f"value number {i}")
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("PASS exercise 2 — 40 checks: value number 0; value number 1")
+    assert out.endswith("more)") and len(out) < 220
 
 
 @pytest.mark.parametrize(
@@ -62,3 +74,26 @@ def test_a_missing_name_points_to_the_cell_that_should_define_it():
     with pytest.raises(CheckFailure, match="has not run successfully"):
         with exercise(3):
             undefined_name  # noqa: B018, F821
+
+
+def test_an_error_inside_a_check_names_the_exercise():
+    with pytest.raises(CheckFailure) as info:
+        with exercise(4, "shapes") as check:
+            check.equal(1, 1, "first")
+            raise TypeError("unsupported operand")
+    assert str(info.value) == (
+        "Exercise 4 (shapes) -- the code under test raised TypeError after 1 passing check(s): "
+        "unsupported operand"
+    )
+
+
+def test_a_block_without_assertions_fails():
+    with pytest.raises(CheckFailure, match="Exercise 5 -- no assertion ran"):
+        with exercise(5):
+            pass
+
+
+def test_a_forbidden_reference_becomes_a_failure_of_the_exercise():
+    with pytest.raises(CheckFailure, match="Exercise 6 -- calls labs.flops.matmul_flops"):
+        with exercise(6):
+            raise ReferenceUsed("calls labs.flops.matmul_flops")

@@ -9,7 +9,7 @@ import types
 import yaml
 
 from conftest import REPO
-from labs.notebooks import setup_cell_source
+from labs.course.notebooks import setup_cell_source
 
 
 def _run_setup_cell(monkeypatch, on_colab: bool) -> list:

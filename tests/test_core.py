@@ -51,6 +51,24 @@ def test_compare_detects_differences(capsys):
     assert not m.compare(core.Model(3, 2, 3))
 
 
+def test_difference_names_parameter_element_and_size():
+    m = core.Model(2, 2, 3)
+    i, o = core.gen_inp(4, 2)
+    m.backward(m.forward(i) - o)
+    assert m.difference(m.copy()) is None
+    other = m.copy()
+    want = m.grads[0]["b"][2, 1]
+    other.grads[0]["b"][2, 1] += 0.5
+    diff = m.difference(other)
+    assert diff.startswith("layer 0 grad b[2, 1]: expected ")
+    assert f"{want:.6g}" in diff and f"{want + 0.5:.6g}" in diff and "max abs diff 0.5" in diff
+    other = m.copy()
+    other.grads[1] = {}
+    assert m.difference(other) == "layer 1 grad a is missing in the other model"
+    assert "expected a core.Model" in m.difference("not a model")
+    assert "(2, 2, 3)" in m.difference(core.Model(3, 2, 3))
+
+
 def test_ddp_runner_matches_single_device():
     m = core.Model(4, 2, 6)
     i, o = core.gen_inp(10, 2)

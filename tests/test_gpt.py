@@ -177,3 +177,11 @@ def test_score_instructions_counts_exact_matches():
     ]
     tok = data.CharTokenizer()
     assert data.score_instructions(_Oracle(examples), tok, examples) == pytest.approx(8 / 12)
+
+
+def test_training_loop_module_is_reexported_by_gpt():
+    """The loop lives in labs.training.loop; ``gpt.train`` and ``gpt.evaluate`` still work."""
+    from labs.training import loop
+
+    assert gpt.train is loop.train and gpt.evaluate is loop.evaluate
+    assert {"GPTConfig", "GPT", "train", "pretrain", "evaluate"} <= set(gpt.__all__)

@@ -1,6 +1,8 @@
 """Every lab's checks can fail: the solution passes every exercise, the student stub fails each.
 
-All solution notebooks are graded in one nbval run and all student notebooks in another.
+Both are graded as an instructor grades a class (:func:`labs.course.grade.grade_notebooks`): each
+notebook in its own sandboxed kernel, against the answer key in ``instructor/keys``, so a key or
+student notebook that is out of date shows up here as ``tampered``.
 """
 
 from __future__ import annotations
@@ -8,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import LABS, STUDENT
-from labs.grade import grade_notebooks
-from labs.notebooks import parse_lab
+from labs.course.grade import grade_notebooks
+from labs.course.notebooks import parse_lab
 
 
 def _selected_labs(request, test_name: str) -> list:
@@ -39,6 +41,10 @@ def student_results(request):
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_solution_passes_every_exercise(lab, solution_results):
     result = solution_results[str(lab)]
+    assert result.status == "graded", (
+        f"{lab.name}: {result.status}: {[e.error for e in result.exercises if not e.passed]} "
+        "(is instructor/keys up to date? run: python -m labs.release)"
+    )
     failed = {e.exercise: e.error for e in result.exercises if not e.passed}
     assert not failed, f"{lab.name}: exercises failing on the solution: {failed}"
     assert not result.failed_cells, (
@@ -50,6 +56,10 @@ def test_solution_passes_every_exercise(lab, solution_results):
 def test_student_stub_fails_every_check_and_only_dependent_cells(lab, student_results):
     student = STUDENT / lab.name
     result = student_results[str(student)]
+    assert result.status == "graded", (
+        f"{student.name}: {result.status}: {[e.error for e in result.exercises]} "
+        "(are student/ and instructor/keys up to date? run: python -m labs.release)"
+    )
     passing = [e.exercise for e in result.exercises if e.passed]
     assert not passing, f"{student.name}: checks of exercises {passing} pass on the stub"
     info = parse_lab(lab)  # the solution notebook knows which cells held solutions

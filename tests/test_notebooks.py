@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from conftest import LABS, REPO, STUDENT
-from labs.notebooks import parse_lab, setup_cell_source
+from labs.course.key import KEY_DIR, load_key
+from labs.course.notebooks import parse_lab, setup_cell_source
 
 ALL_NOTEBOOKS = sorted([*REPO.glob("book/**/*.ipynb"), *STUDENT.glob("*.ipynb")])
 
@@ -49,6 +50,17 @@ def test_student_folder_is_up_to_date():
         [sys.executable, "-m", "labs.release", "--check"], cwd=REPO, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", LABS, ids=lambda p: p.name)
+def test_every_lab_has_an_answer_key_without_solutions(path):
+    key_path = KEY_DIR / f"{path.stem}.json"
+    assert key_path.is_file(), f"{key_path} is missing; run: python -m labs.release"
+    key = load_key(key_path)
+    assert sorted(map(int, key["exercises"])) == sorted(parse_lab(path).exercises)
+    text = key_path.read_text(encoding="utf-8")
+    assert "BEGIN SOLUTION" not in text, f"{key_path} holds solution code"
+    assert not list(STUDENT.glob("*.json")), "answer keys must not be in student/"
 
 
 def _toc_files(node) -> list[str]:

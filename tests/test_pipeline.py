@@ -181,8 +181,44 @@ def test_draw_timeline_both_styles():
     tl = pp.simulate(dualpipe(4, 8))
     for raster in (False, True):
         ax = pp.draw_timeline(tl, raster=raster)
-        assert "DualPipe" in ax.get_title()
+        assert "DualPipe" in ax.get_title(loc="left")
         plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("make", [pp.gpipe, pp.zb_h1, lambda p, m: pp.interleaved_1f1b(p, m, 2)])
+def test_draw_timeline_is_legible_in_a_text_column(make):
+    """Default size fits a 6.5-inch column; every text is >= 9 pt; labels do not overlap."""
+    import matplotlib.pyplot as plt
+
+    ax = pp.draw_timeline(pp.simulate(make(4, 8)))
+    fig = ax.figure
+    fig.tight_layout()
+    fig.canvas.draw()
+    assert fig.get_figwidth() <= 6.5
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text()]
+    assert texts and min(t.get_fontsize() for t in texts) >= 9
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    (title,) = [t for t in texts if t.get_text() == ax.get_title(loc="left")]
+    assert not legend.overlaps(title.get_window_extent(renderer)), "legend hides the title"
+    boxes = [t for t in ax.texts]  # micro-batch numbers must fit their boxes: none may overlap
+    extents = sorted((t.get_window_extent(renderer) for t in boxes), key=lambda b: (b.y0, b.x0))
+    for a, b in zip(extents, extents[1:]):
+        assert not (abs(a.y0 - b.y0) < 1 and a.x1 > b.x0 + 0.5), "box labels overlap"
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["labs.pipeline_plot", "labs.pipeline_sim", "labs.pipeline_schedules", "labs.dualpipe"],
+)
+def test_pipeline_modules_import_alone(module):
+    """Each piece imports first in a fresh interpreter (no import cycle), and the old names stay."""
+    code = (
+        f"import {module}; from labs.pipeline import Action, Schedule, simulate, draw_timeline, "
+        "_need, _split_set, bubble_time; import labs.pipeline_exec"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_torch_pipelining_under_torchrun():

@@ -113,3 +113,16 @@ def test_nf4_linear_and_quantize_linears():
     names = [n for n, m in model.named_modules() if isinstance(m, quant.NF4Linear)]
     assert len(names) == 6 and "lm_head" not in names
     assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 96)
+
+
+def test_code_tables_module_is_reexported_by_quant():
+    """The code tables live in labs.peft.codes; every old ``quant.X`` name still works."""
+    from labs.peft import codes
+
+    assert quant.NF4_CODE is codes.NF4_CODE and quant.CODES8 is codes.CODES8
+    for name in ("normal_float_code", "dynamic_code", "linear_code", "fp8_code"):
+        assert getattr(quant, name) is getattr(codes, name)
+    x = torch.tensor([-1.0, -0.01, 0.3, 0.99])
+    assert codes.nearest_code(x, codes.NF4_CODE).tolist() == [0, 7, 11, 15]
+    blocks, pad = codes.pad_to_blocks(torch.ones(5), 4)
+    assert blocks.shape == (2, 4) and pad == 3 and blocks.sum() == 5

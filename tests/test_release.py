@@ -5,8 +5,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from labs import release
-from labs.notebooks import NotebookError, parse_lab, setup_cell_source, student_version
+from labs.course import release
+from labs.course.key import compare, load_key, source_hash
+from labs.course.notebooks import NotebookError, parse_lab, setup_cell_source, student_version
 from notebook_factory import CHECK, SOLUTION, cell, good_lab, lab, write
 
 
@@ -37,7 +38,8 @@ def test_student_version_replaces_each_block_by_a_stub_at_its_indentation(tmp_pa
 
 def test_release_writes_students_and_normalises_sources(tmp_path):
     src = write(tmp_path / "labs" / "lab99-demo.ipynb", good_lab())
-    assert release.main([str(src), "--student-dir", str(tmp_path / "student")]) == 0
+    dirs = ["--student-dir", str(tmp_path / "student"), "--key-dir", str(tmp_path / "keys")]
+    assert release.main([str(src), *dirs]) == 0
     source = nbformat.read(src, as_version=4)
     assert source.cells[1].source == setup_cell_source(), "set-up cell inserted first"
     assert source.cells[1].metadata["tags"] == ["remove-input"]
@@ -46,10 +48,50 @@ def test_release_writes_students_and_normalises_sources(tmp_path):
     assert "NotImplementedError('Exercise 1: return twice x')" in student.cells[3].source
     assert "mystnb" not in student.cells[3].metadata
     # Idempotent, and --check agrees.
-    assert release.main([str(src), "--student-dir", str(tmp_path / "student"), "--check"]) == 0
+    assert release.main([str(src), *dirs, "--check"]) == 0
     student.cells[3].source += "\n# edited by hand"
     nbformat.write(student, tmp_path / "student" / "lab99-demo.ipynb")
-    assert release.main([str(src), "--student-dir", str(tmp_path / "student"), "--check"]) == 1
+    assert release.main([str(src), *dirs, "--check"]) == 1
+
+
+def test_release_writes_the_answer_key_outside_student(tmp_path):
+    nb = good_lab()
+    nb.metadata["exercise_references"] = {"2": ["labs.memory.inference_bytes"]}
+    src = write(tmp_path / "labs" / "lab99-demo.ipynb", nb)
+    dirs = ["--student-dir", str(tmp_path / "student"), "--key-dir", str(tmp_path / "keys")]
+    assert release.main([str(src), *dirs]) == 0
+    key = load_key(tmp_path / "keys" / "lab99-demo.json")
+    assert not list((tmp_path / "student").glob("*.json"))
+    assert key["lab"] == "lab99-demo" and list(key["exercises"]) == ["1", "2"]
+    (check,) = key["exercises"]["1"]["checks"]
+    assert check["source"] == CHECK and check["sha256"] == source_hash(CHECK + "  \n")
+    assert check["sha256"] == source_hash(CHECK.replace("\n", "\n\n", 1))  # a blank line
+    assert check["sha256"] != source_hash(CHECK.replace("42", "43"))
+    assert check["id"] == nb.cells[3].id
+    assert key["exercises"]["1"]["references"] == []
+    assert key["exercises"]["2"]["references"] == ["labs.memory.inference_bytes"]
+    # the student notebook matches its key; a stale key is caught by --check
+    student = nbformat.read(tmp_path / "student" / "lab99-demo.ipynb", as_version=4)
+    assert compare(student, key) == ({1: [4], 2: [6]}, {})
+    (tmp_path / "keys" / "lab99-demo.json").write_text("{}", encoding="utf-8")
+    assert release.main([str(src), *dirs, "--check"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("refs", "message"),
+    [
+        ({"3": ["labs.memory.inference_bytes"]}, "names exercise '3', but the lab has exercises"),
+        ({"1": "labs.memory.inference_bytes"}, "must be a list of dotted names inside labs"),
+        ({"1": ["numpy.sum"]}, "must be a list of dotted names inside labs"),
+        ({"1": ["labs.memory.no_such_function"]}, "not a function or class that can be imported"),
+    ],
+)
+def test_bad_exercise_references_are_named(tmp_path, refs, message):
+    nb = good_lab()
+    nb.metadata["exercise_references"] = refs
+    src = write(tmp_path / "lab99-demo.ipynb", nb)
+    with pytest.raises(NotebookError, match=message):
+        release.prepare(src, tmp_path / "student", tmp_path / "keys")
 
 
 def _bad(*cells):
@@ -135,7 +177,8 @@ def test_a_bad_lab_leaves_nothing_half_written(tmp_path, capsys):
     bad = write(tmp_path / "labs" / "lab02-bad.ipynb", BAD_LABS["begin without end"][0])
     before = good.read_bytes()
     student_dir = tmp_path / "student"
-    assert release.main([str(good), str(bad), "--student-dir", str(student_dir)]) == 2
+    args = [str(good), str(bad), "--student-dir", str(student_dir), "--key-dir", str(tmp_path)]
+    assert release.main(args) == 2
     assert "lab02-bad.ipynb, cell 0" in capsys.readouterr().err
     assert not student_dir.exists(), "no student notebook may be written when any lab is bad"
     assert good.read_bytes() == before, "sources are not touched either"

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ "${1:-}" != "--skip-setup" ]; then bash tools/setup.sh; fi
 export PYTHONHASHSEED=0
+export IPYTHONDIR="$PWD/tools/ipython"  # kernel settings: HiDPI (retina) figures
 unset MPLBACKEND  # kernels must keep the inline matplotlib backend, or figures vanish from pages
 .venv/bin/jupyter-book build . --builder html -W -n --keep-going
 echo

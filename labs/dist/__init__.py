@@ -33,6 +33,13 @@ Both accept torch tensors and numpy arrays (results are written into the array y
 :class:`Work` whose ``wait()`` completes the operation).  Peer ranks (``src``, ``dst``) are
 global ranks as in torch; ``group_src`` / ``group_dst`` give a rank within the group instead.
 
+Ordinary ``torch.distributed`` programs run unchanged on emulated ranks with
+``python -m labs.dist.run --nproc_per_node 4 script.py`` (:mod:`labs.dist.run`), which swaps in
+these functions for torch's while the script runs: process-group set-up, subgroups,
+``P2POp`` / ``batch_isend_irecv``, ``all_to_all_single`` with uneven splits and the object
+collectives are in :mod:`labs.dist.compat`.  ``launch(..., per_rank_rng=True)`` gives every rank
+its own torch, numpy and ``random`` state, as separate processes have (``labs/dist/_rng.py``).
+
 Emulator semantics worth knowing: ``send`` / ``isend`` copy the tensor and return at once
 (buffered, like a small NCCL or MPI message); ``recv`` blocks until the matching message
 arrived; messages between two ranks with the same tag arrive in order; ``recv(src=None)`` takes
@@ -50,7 +57,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import _emulator as _emu
-from . import _launch, _ops, _p2p, alpha_beta, trace
+from . import _launch, _ops, _p2p, alpha_beta, compat, trace
 from . import _torchrun as _tr
 from ._common import ReduceOp, Work
 from ._emulator import (
@@ -59,6 +66,30 @@ from ._emulator import (
     DistError,
     DistTimeoutError,
     Group,
+)
+from .compat import (
+    P2POp,
+    all_gather_object,
+    all_gather_single,
+    all_to_all_single,
+    batch_isend_irecv,
+    broadcast_object_list,
+    destroy_process_group,
+    gather_object,
+    get_backend,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
+    group,
+    init_process_group,
+    is_available,
+    monitored_barrier,
+    new_subgroups,
+    new_subgroups_by_enumeration,
+    recv_object_list,
+    reduce_scatter_single,
+    scatter_object_list,
+    send_object_list,
 )
 from .trace import Record, Trace
 
@@ -97,6 +128,29 @@ __all__ = [
     "region",
     "trace",
     "alpha_beta",
+    "compat",
+    "init_process_group",
+    "destroy_process_group",
+    "is_available",
+    "get_backend",
+    "group",
+    "get_process_group_ranks",
+    "get_global_rank",
+    "get_group_rank",
+    "monitored_barrier",
+    "new_subgroups",
+    "new_subgroups_by_enumeration",
+    "P2POp",
+    "batch_isend_irecv",
+    "all_to_all_single",
+    "all_gather_object",
+    "broadcast_object_list",
+    "gather_object",
+    "scatter_object_list",
+    "send_object_list",
+    "recv_object_list",
+    "all_gather_single",
+    "reduce_scatter_single",
 ]
 
 DEFAULT_TIMEOUT = 60.0
@@ -107,6 +161,7 @@ def launch(
     world_size: int,
     *args: Any,
     timeout: float = DEFAULT_TIMEOUT,
+    per_rank_rng: bool = False,
     **kwargs: Any,
 ) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` once per rank; return the per-rank results (index = rank).
@@ -120,6 +175,10 @@ def launch(
             once, without waiting).  Under torchrun: the collective timeout of the process group.
             ``launch`` consumes ``timeout=``; if ``fn`` itself takes an argument named
             ``timeout``, bind it first (``functools.partial(fn, timeout=...)``).
+        per_rank_rng: keyword-only.  Emulated: give every rank its own torch, numpy and
+            ``random`` state, as separate processes have (``torch.manual_seed(rank)`` then gives
+            the numbers it gives under torchrun); the ranks then run user code one at a time
+            (see ``labs/dist/_rng.py``).  Under torchrun: ignored (processes have their own).
 
     Returns:
         Emulated: ``[fn's value on rank 0, ..., on rank world_size-1]``.  Under torchrun: a
@@ -142,7 +201,7 @@ def launch(
         raise RuntimeError("launch: called from inside an emulated rank; launch cannot nest")
     if _tr.env_rank() is not None:
         return _tr.launch(fn, world_size, args, kwargs, timeout)
-    results, _ = _launch.run(fn, world_size, args, kwargs, timeout)
+    results, _ = _launch.run(fn, world_size, args, kwargs, timeout, per_rank_rng)
     return results
 
 

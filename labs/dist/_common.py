@@ -9,14 +9,23 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ReduceOp", "Work", "as_tensor", "tensor_list", "reduce_op", "shape_dtype"]
+__all__ = [
+    "ArgumentError",
+    "ReduceOp",
+    "Work",
+    "as_tensor",
+    "tensor_list",
+    "reduce_op",
+    "shape_dtype",
+]
 
 
 class ReduceOp(enum.Enum):
     """How ``all_reduce``, ``reduce`` and ``reduce_scatter`` combine the ranks' tensors.
 
     ``AVG`` is the mean over the group (floating dtypes only); under torchrun on gloo, which has
-    no AVG, it runs as SUM followed by a division by the group size.
+    no AVG, it runs as SUM followed by a division by the group size.  ``BAND``, ``BOR`` and
+    ``BXOR`` are bitwise and, or, exclusive or (integer and bool dtypes only, as in gloo).
     """
 
     SUM = "sum"
@@ -24,9 +33,17 @@ class ReduceOp(enum.Enum):
     MIN = "min"
     MAX = "max"
     AVG = "avg"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
 
     def __repr__(self) -> str:
         return f"ReduceOp.{self.name}"
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """Bad arguments to a collective that gloo rejects with a ``RuntimeError`` (caught by
+    ``except RuntimeError`` as under torchrun, and by ``except ValueError``)."""
 
 
 def reduce_op(op: Any, rank: int, fn: str) -> ReduceOp:
@@ -142,12 +159,26 @@ def combine(acc: torch.Tensor, x: torch.Tensor, op: ReduceOp) -> None:
         acc.mul_(x)
     elif op is ReduceOp.MIN:
         torch.minimum(acc, x, out=acc)
-    else:
+    elif op is ReduceOp.MAX:
         torch.maximum(acc, x, out=acc)
+    elif op is ReduceOp.BAND:
+        acc.bitwise_and_(x)
+    elif op is ReduceOp.BOR:
+        acc.bitwise_or_(x)
+    else:
+        acc.bitwise_xor_(x)
+
+
+_BITWISE = (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR)
 
 
 def check_avg(t: torch.Tensor, op: ReduceOp, rank: int, fn: str) -> None:
-    """AVG is defined for floating dtypes only."""
+    """AVG is defined for floating dtypes only; BAND, BOR, BXOR for integers and bool only."""
+    if op in _BITWISE and (t.is_floating_point() or t.is_complex()):
+        raise ValueError(
+            f"rank {rank}: {fn}: ReduceOp.{op.name} needs an integer or bool tensor, got "
+            f"{shape_dtype(t)}"
+        )
     if op is ReduceOp.AVG and not (t.is_floating_point() or t.is_complex()):
         raise ValueError(
             f"rank {rank}: {fn}: ReduceOp.AVG needs a floating-point tensor, got "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -146,9 +146,14 @@ class World:
     pin_all = False  # True: ranks sleep pinned in every wait (the policy of earlier versions;
     # benchmarks/bench_allreduce.py compares it with the default, see _sched.py)
 
-    def __init__(self, world_size: int):
+    def __init__(self, world_size: int, serial: bool = False):
         self.size = world_size
         self.lock = threading.Lock()
+        # serial (per-rank random state): one rank at a time runs user code, see _rng.py
+        self.serial = serial
+        self.baton_lock = threading.Lock()
+        self.baton_owner: int | None = None
+        self.baton_queue: deque = deque()  # (rank, gate) waiting for the baton, in order
         self.cpus = cpu_masks()  # (all CPUs, the one CPU pinned sleepers use) or None
         self.error: BaseException | None = None
         self.t0 = time.perf_counter()
@@ -174,6 +179,11 @@ class World:
             self.error = err
         self.finished.set()
         self.wake()
+        if self.serial:  # ranks waiting for the baton must wake up to unwind
+            with self.baton_lock:
+                while self.baton_queue:
+                    self.baton_queue.popleft()[1].release()
+                self.baton_owner = None
 
     def wake(self) -> None:
         """Release every blocked rank that can now proceed, or all of them after a failure
@@ -185,7 +195,10 @@ class World:
             if type(st) is _Wait and (failed or st.ready()):
                 self.state[r] = None
                 self.n_blocked -= 1
-                st.gate.release()
+                if self.serial and not failed:
+                    self.grant_baton(r, st.gate)  # it wakes up when the baton reaches it
+                else:
+                    st.gate.release()
 
     def check(self) -> None:
         """Unwind the calling rank if the run already failed (call with the lock held)."""
@@ -248,12 +261,61 @@ class World:
         if st is None:
             return
         if not st.gate.acquire(False):
+            ctx = current() if self.serial else None
+            if ctx is not None:
+                self.give_baton(ctx)  # let another rank run while this one waits
             if self.cpus is not None and (pinned or self.pin_all):
                 acquire_pinned(st.gate, self.cpus)
             else:
                 st.gate.acquire()
+            if ctx is not None and self.error is None:  # woken by grant_baton: we own it
+                ctx.has_baton = True
+                ctx.rng.restore()
         if self.error is not None:
             raise _Abort
+
+    # -- the baton of serial runs (per-rank random state, see _rng.py) ---------------------
+    def take_baton(self, ctx: RankContext) -> None:
+        """(Lock NOT held.) Wait until this rank may run user code; install its random state."""
+        with self.baton_lock:
+            if self.error is not None:
+                raise _Abort
+            gate = None
+            if self.baton_owner is None:
+                self.baton_owner = ctx.rank
+            else:
+                gate = threading.Lock()
+                gate.acquire()
+                self.baton_queue.append((ctx.rank, gate))
+        if gate is not None:
+            gate.acquire()  # give_baton made this rank the owner (or the run failed)
+            if self.error is not None:
+                raise _Abort
+        ctx.has_baton = True
+        ctx.rng.restore()
+
+    def grant_baton(self, rank: int, gate: threading.Lock) -> None:
+        """Release ``gate`` (held by the waiting ``rank``) once the baton is free for it: at
+        once if nobody holds it, else when the ranks queued before it have had their turn.
+        One wake-up per hand-over, not a wake-up and then a wait for the baton."""
+        with self.baton_lock:
+            if self.baton_owner is None:
+                self.baton_owner = rank
+                gate.release()
+            else:
+                self.baton_queue.append((rank, gate))
+
+    def give_baton(self, ctx: RankContext) -> None:
+        """(Lock NOT held.) Save this rank's random state; hand the baton to the next rank."""
+        ctx.rng.save()
+        ctx.has_baton = False
+        with self.baton_lock:
+            if self.baton_queue:
+                rank, gate = self.baton_queue.popleft()
+                self.baton_owner = rank
+                gate.release()
+            else:
+                self.baton_owner = None
 
     def block(self, rank: int, desc: Callable[[], str], ready: Callable[[], bool]) -> None:
         """Wait (lock held, and held again on return) until ``ready()``."""

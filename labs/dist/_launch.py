@@ -8,7 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import _emulator
+import torch
+
+from . import _emulator, _rng
 from ._emulator import DistError, DistTimeoutError, World, _Abort, _tls
 from ._rank import RankContext
 from ._sched import batch_scheduling
@@ -37,17 +39,32 @@ def _rank_error(rank: int, err: BaseException) -> BaseException:
     return new
 
 
-def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, timeout: float):
+def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, timeout: float,
+        per_rank_rng: bool = False):  # fmt: skip
     """Run ``fn(*args, **kwargs)`` on ``world_size`` threads; see :func:`labs.dist.launch`."""
-    world = World(world_size)
+    if per_rank_rng:  # the ranks' torch states pass through the one global generator
+        caller_state = torch.default_generator.get_state()
+        try:
+            with _rng.patched_modules():
+                return _run(fn, world_size, args, kwargs, timeout, True)
+        finally:
+            torch.default_generator.set_state(caller_state)
+    return _run(fn, world_size, args, kwargs, timeout, False)
+
+
+def _run(fn, world_size, args, kwargs, timeout, serial):
+    world = World(world_size, serial)
     results: list[Any] = [None] * world_size
     failures: dict[int, BaseException] = {}
 
     def body(rank: int) -> None:
-        _tls.ctx = RankContext(world, rank)
+        ctx = _tls.ctx = RankContext(world, rank)
         if world.cpus is not None:
             batch_scheduling()
         try:
+            if serial:
+                ctx.rng = _rng.RankRandom()
+                world.take_baton(ctx)
             results[rank] = fn(*args, **kwargs)
         except _Abort:
             pass
@@ -56,6 +73,8 @@ def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, time
             with world.lock:
                 world.fail(err)
         finally:
+            if ctx.has_baton:
+                world.give_baton(ctx)
             _tls.ctx = None
             try:
                 world.finish(rank)

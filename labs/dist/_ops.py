@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from ._common import (
+    ArgumentError,
     ReduceOp,
     Work,
     as_tensor,
@@ -16,8 +17,8 @@ from ._common import (
     shape_dtype,
     tensor_list,
 )
+from ._p2p import members_only, resolve_group, resolve_peer
 from ._p2p import nbytes as _nbytes
-from ._p2p import resolve_group, resolve_peer
 from ._reduce import reduce_into, reduce_small, small_view
 from ._sched import PIN_PART_BYTES
 
@@ -73,6 +74,7 @@ def _collective(ctx, g, op, base, sig, desc, entry, compute, async_op, nb, root=
     return None
 
 
+@members_only
 def broadcast(ctx, tensor, src, group, async_op, group_src):
     g = resolve_group(ctx, group, "broadcast")
     root = resolve_peer(ctx, g, src, group_src, "broadcast", "src")
@@ -90,6 +92,7 @@ def broadcast(ctx, tensor, src, group, async_op, group_src):
                        _nbytes(t), r)  # fmt: skip
 
 
+@members_only
 def all_reduce(ctx, tensor, op, group, async_op):
     g = resolve_group(ctx, group, "all_reduce")
     op = reduce_op(op, ctx.rank, "all_reduce")
@@ -125,6 +128,7 @@ def _split_all_reduce(op: ReduceOp):
     return part
 
 
+@members_only
 def reduce(ctx, tensor, dst, op, group, async_op, group_dst):
     g = resolve_group(ctx, group, "reduce")
     root = resolve_peer(ctx, g, dst, group_dst, "reduce", "dst")
@@ -146,6 +150,7 @@ def _gather_rows(outs: list[torch.Tensor], ins: list[torch.Tensor]) -> None:
         o.copy_(x.view(o.shape))
 
 
+@members_only
 def all_gather(ctx, tensor_list, tensor, group, async_op):
     g = resolve_group(ctx, group, "all_gather")
     t = as_tensor(tensor, ctx.rank, "all_gather")
@@ -169,6 +174,7 @@ def tensor_list_checked(ctx, xs, g, ref, fn, what) -> list[torch.Tensor]:
     return ts
 
 
+@members_only
 def all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op):
     fn = "all_gather_into_tensor"
     g = resolve_group(ctx, group, fn)
@@ -196,6 +202,7 @@ def all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op):
                        _nbytes(t))  # fmt: skip
 
 
+@members_only
 def gather(ctx, tensor, gather_list, dst, group, async_op, group_dst):
     g = resolve_group(ctx, group, "gather")
     root = resolve_peer(ctx, g, dst, group_dst, "gather", "dst")
@@ -216,6 +223,7 @@ def gather(ctx, tensor, gather_list, dst, group, async_op, group_dst):
                        _nbytes(t), r)  # fmt: skip
 
 
+@members_only
 def scatter(ctx, tensor, scatter_list, src, group, async_op, group_src):
     g = resolve_group(ctx, group, "scatter")
     root = resolve_peer(ctx, g, src, group_src, "scatter", "src")
@@ -236,6 +244,7 @@ def scatter(ctx, tensor, scatter_list, src, group, async_op, group_src):
                        _nbytes(t), r)  # fmt: skip
 
 
+@members_only
 def reduce_scatter(ctx, output, input_list, op, group, async_op):
     g = resolve_group(ctx, group, "reduce_scatter")
     op = reduce_op(op, ctx.rank, "reduce_scatter")
@@ -256,6 +265,7 @@ def reduce_scatter(ctx, output, input_list, op, group, async_op):
                        compute, async_op, _nbytes(out))  # fmt: skip
 
 
+@members_only
 def reduce_scatter_tensor(ctx, output, input, op, group, async_op):
     fn = "reduce_scatter_tensor"
     g = resolve_group(ctx, group, fn)
@@ -285,19 +295,26 @@ def reduce_scatter_tensor(ctx, output, input, op, group, async_op):
                        _nbytes(out))  # fmt: skip
 
 
+@members_only
 def all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op):
     fn = "all_to_all"
     g = resolve_group(ctx, group, fn)
     p = g.size()
     outs = tensor_list(output_tensor_list, p, ctx.rank, fn, "output_tensor_list")
     ins = tensor_list(input_tensor_list, p, ctx.rank, fn, "input_tensor_list")
-    dtype = ins[0].dtype
+    dtype, numel = ins[0].dtype, ins[0].numel()
     for what, ts in (("output_tensor_list", outs), ("input_tensor_list", ins)):
         for i, x in enumerate(ts):
             if x.dtype != dtype:
                 raise ValueError(
                     f"rank {ctx.rank}: {fn}: {what}[{i}] has dtype {x.dtype}, expected {dtype} "
                     "(the dtype of input_tensor_list[0])"
+                )
+            if x.numel() != numel:  # gloo's rule (NCCL allows uneven lists)
+                raise ArgumentError(
+                    f"rank {ctx.rank}: {fn}: invalid tensor size at {what}[{i}] (expected "
+                    f"{numel} elements like input_tensor_list[0], got {shape_dtype(x)}); gloo "
+                    "needs equal sizes: use all_to_all_single with split sizes for uneven parts"
                 )
 
     def compute(es):
@@ -318,6 +335,7 @@ def all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op):
     return _collective(ctx, g, fn, "all_to_all", sig, desc, (outs, ins), compute, async_op, nb)
 
 
+@members_only
 def barrier(ctx, group, async_op):
     g = resolve_group(ctx, group, "barrier")
     return _collective(ctx, g, "barrier", "barrier", ("barrier",), _barrier_desc, None,

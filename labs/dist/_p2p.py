@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,6 +15,42 @@ from ._rank import RankContext
 
 
 # -- argument checks ------------------------------------------------------------------------
+class NotMember(Exception):
+    """Raised by :func:`resolve_group` when the caller is not in the group; see
+    :func:`members_only`."""
+
+
+# torch's rule for a rank outside the group: warn and do nothing.  labs.dist.run (drop-in
+# torch.distributed programs) turns it on; by default the emulator raises, which finds the bug.
+TORCH_NON_MEMBER = False
+
+
+def members_only(fn: Callable) -> Callable:
+    """An operation on a group the calling rank does not belong to raises ``ValueError``, or,
+    with :data:`TORCH_NON_MEMBER` (as in torch), warns and returns None (``recv``: -1)."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx: RankContext, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(ctx, *args, **kwargs)
+        except NotMember as err:
+            if not TORCH_NON_MEMBER:
+                raise ValueError(
+                    f"rank {ctx.rank}: {err.args[0]}: this rank is not a member of "
+                    f"{err.args[1]}; only its members may call collectives on it (torch would "
+                    "warn and do nothing)"
+                ) from None
+            warnings.warn(
+                f"Running {err.args[0]} on global rank {ctx.rank} which does not belong to the "
+                "given group.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return -1 if fn.__name__ == "recv" else None
+
+    return wrapper
+
+
 def resolve_group(ctx: RankContext, group: Any, fn: str) -> Group:
     """The :class:`Group` to use (the world when ``group`` is None); the caller must belong."""
     w = ctx.world
@@ -25,10 +64,7 @@ def resolve_group(ctx: RankContext, group: Any, fn: str) -> Group:
     if group is not w.world_group and w.groups.get(group.gid - 1) is not group:
         raise ValueError(f"rank {ctx.rank}: {fn}: {group} was made by a different launch")
     if ctx.rank not in group.index:
-        raise ValueError(
-            f"rank {ctx.rank}: {fn}: this rank is not a member of {group}; only its members "
-            "may call collectives on it"
-        )
+        raise NotMember(fn, group)
     return group
 
 
@@ -64,6 +100,7 @@ def nbytes(t: torch.Tensor) -> int:
 
 
 # -- point to point -------------------------------------------------------------------------
+@members_only
 def send(ctx, tensor, dst, group, tag, group_dst, op="send") -> int:
     t0 = ctx.now()
     g = resolve_group(ctx, group, op)
@@ -79,6 +116,7 @@ def send(ctx, tensor, dst, group, tag, group_dst, op="send") -> int:
     return msg_id
 
 
+@members_only
 def isend(ctx, tensor, dst, group, tag, group_dst) -> Work:
     send(ctx, tensor, dst, group, tag, group_dst, op="isend")
     return Work()
@@ -111,6 +149,7 @@ def _recv_setup(ctx, tensor, src, group, tag, group_src, op):
     return g, t, s
 
 
+@members_only
 def recv(ctx, tensor, src, group, tag, group_src) -> int:
     t0 = ctx.now()
     g, t, s = _recv_setup(ctx, tensor, src, group, tag, group_src, "recv")
@@ -122,6 +161,7 @@ def recv(ctx, tensor, src, group, tag, group_src) -> int:
     return _deliver(ctx, t, msg, "recv", t0, g)
 
 
+@members_only
 def irecv(ctx, tensor, src, group, tag, group_src) -> Work:
     t0 = ctx.now()
     g, t, s = _recv_setup(ctx, tensor, src, group, tag, group_src, "irecv")

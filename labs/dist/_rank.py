@@ -35,6 +35,8 @@ class RankContext:
         self.coll_seq: dict[int, int] = defaultdict(int)
         self.n_groups = 0
         self.np_memo: tuple | None = None  # see labs.dist._reduce.small_view
+        self.rng = None  # this rank's _rng.RankRandom in serial runs (per_rank_rng=True)
+        self.has_baton = False
 
     def now(self) -> float:
         """Seconds since the launch started."""

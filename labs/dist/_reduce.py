@@ -24,6 +24,9 @@ _NP_OPS = {
     ReduceOp.PRODUCT: np.multiply,
     ReduceOp.MIN: np.minimum,
     ReduceOp.MAX: np.maximum,
+    ReduceOp.BAND: np.bitwise_and,
+    ReduceOp.BOR: np.bitwise_or,
+    ReduceOp.BXOR: np.bitwise_xor,
 }
 
 

@@ -23,6 +23,9 @@ _TORCH_OPS = {
     ReduceOp.MIN: "MIN",
     ReduceOp.MAX: "MAX",
     ReduceOp.AVG: "AVG",
+    ReduceOp.BAND: "BAND",
+    ReduceOp.BOR: "BOR",
+    ReduceOp.BXOR: "BXOR",
 }
 
 
@@ -190,14 +193,15 @@ def all_gather(tensor_list_, tensor, group, async_op):
 def all_gather_into_tensor(output_tensor, input_tensor, group, async_op):
     o = _Staged(output_tensor, "all_gather_into_tensor", "output_tensor")
     i = _Staged(input_tensor, "all_gather_into_tensor", "input_tensor")
-    w = tdist.all_gather_into_tensor(o.t, i.t, group=group, async_op=async_op)
+    gather = getattr(tdist, "all_gather_single", None) or tdist.all_gather_into_tensor  # 2.13+
+    w = gather(o.t, i.t, group=group, async_op=async_op)
     return _finish(w, async_op, o.back)
 
 
 def gather(tensor, gather_list, dst, group, async_op, group_dst):
     s = _Staged(tensor, "gather")
     outs = None
-    if gather_list is not None:
+    if gather_list:  # non-dst ranks may pass None or [] (torch accepts both)
         outs = _staged_list(gather_list, _size(group), "gather", "gather_list")
     w = tdist.gather(s.t, [o.t for o in outs] if outs else None, dst=dst, group=group,
                      async_op=async_op, group_dst=group_dst)  # fmt: skip
@@ -207,7 +211,7 @@ def gather(tensor, gather_list, dst, group, async_op, group_dst):
 def scatter(tensor, scatter_list, src, group, async_op, group_src):
     s = _Staged(tensor, "scatter")
     ins = None
-    if scatter_list is not None:
+    if scatter_list:  # non-src ranks may pass None or [] (torch accepts both)
         ins = _staged_list(scatter_list, _size(group), "scatter", "scatter_list")
     w = tdist.scatter(s.t, [i.t for i in ins] if ins else None, src=src, group=group,
                       async_op=async_op, group_src=group_src)  # fmt: skip
@@ -234,7 +238,8 @@ def reduce_scatter_tensor(output, input, op, group, async_op):
     i = _Staged(input, "reduce_scatter_tensor", "input")
     check_avg(o.t, reduce_op(op, _rank(), "reduce_scatter_tensor"), _rank(), "reduce_scatter")
     top, divide = _op(op, "reduce_scatter_tensor")
-    w = tdist.reduce_scatter_tensor(o.t, i.t, op=top, group=group, async_op=async_op)
+    rs = getattr(tdist, "reduce_scatter_single", None) or tdist.reduce_scatter_tensor  # 2.13+
+    w = rs(o.t, i.t, op=top, group=group, async_op=async_op)
 
     def after():
         if divide:

@@ -5,10 +5,17 @@ A check cell of a lab reads::
     with exercise(1, "FLOPs of a matrix product") as check:
         check.equal(matmul_flops(2, 3, 4), 48, "matmul_flops(2, 3, 4)")
 
+When every assertion holds, the block prints one line saying what was verified::
+
+    PASS exercise 1: FLOPs of a matrix product — 1 check: matmul_flops(2, 3, 4)
+
 Every failure raises :class:`CheckFailure` (an ``AssertionError``) whose message names the
 exercise, the part that was checked, what was expected and what the student's code gave, so that
 the grade table (``python -m labs.grade``) can show it as the reason.  An exercise that is still a
-stub (it raises ``NotImplementedError``) is reported as "not implemented yet".
+stub (it raises ``NotImplementedError``) is reported as "not implemented yet"; any other error
+raised inside the block is reported as a failure of that exercise, and so is a block in which no
+assertion ran (a check that cannot fail).  While grading, calling a reference implementation the
+answer key forbids raises :class:`ReferenceUsed`, which becomes a failure of the exercise too.
 """
 
 from __future__ import annotations
@@ -20,11 +27,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CheckFailure", "Check", "exercise"]
+__all__ = ["CheckFailure", "ReferenceUsed", "Check", "exercise"]
 
 
 class CheckFailure(AssertionError):
     """An exercise check failed; the message says which part and why."""
+
+
+class ReferenceUsed(BaseException):  # noqa: N818 - not an Exception: `except Exception` misses it
+    """The code under test called a reference implementation that the answer key forbids.
+
+    Raised by the grader's tripwire (:mod:`labs.course.references`); derived from
+    ``BaseException`` so that a student's ``except Exception`` cannot swallow it.
+    """
 
 
 def _to_numpy(x: Any) -> np.ndarray:
@@ -54,14 +69,31 @@ class Check:
 
     def __init__(self, label: str):
         self.label = label
+        self.verified: list[str] = []  #: the ``what`` of every assertion that held, in order
 
     def _fail(self, message: str) -> None:
         raise CheckFailure(f"{self.label} -- {message}")
+
+    def _ok(self, what: str) -> None:
+        self.verified.append(" ".join(str(what).split()))
+
+    def summary(self, limit: int = 160) -> str:
+        """``"3 checks: a; b; c"``, shortened to about ``limit`` characters."""
+        n = len(self.verified)
+        text = f"{n} check{'s' if n != 1 else ''}: "
+        shown = []
+        for i, what in enumerate(self.verified):
+            more = f" (+{n - i} more)"
+            if shown and len(text) + len("; ".join([*shown, what])) + len(more) > limit:
+                return text + "; ".join(shown) + more
+            shown.append(what)
+        return text + "; ".join(shown)
 
     def true(self, condition: bool, what: str, hint: str = "") -> None:
         """Fail with ``what`` (and ``hint``) unless ``condition`` holds."""
         if not bool(condition):
             self._fail(what + (f". Hint: {hint}" if hint else ""))
+        self._ok(what)
 
     def equal(self, got: Any, expected: Any, what: str) -> None:
         """Exact equality, for integers, strings, tuples, shapes and arrays of integers."""
@@ -77,6 +109,7 @@ class Check:
                 ok = False
         if not ok:
             self._fail(f"{what}: expected {_short(expected)}, got {_short(got)}")
+        self._ok(what)
 
     def close(
         self,
@@ -109,6 +142,7 @@ class Check:
                 f"{what}: expected {_short(expected)}, got {_short(got)}; "
                 f"max abs error {float(err.max()):.3g} exceeds tolerance{where}"
             )
+        self._ok(what)
 
     def raises(
         self,
@@ -122,6 +156,7 @@ class Check:
         try:
             fn(*args, **kw)
         except exc_type:
+            self._ok(what)
             return
         except NotImplementedError:
             raise
@@ -135,18 +170,23 @@ class Check:
             self._fail(f"{what}: expected a number in [{low:g}, {high:g}], got {_short(got)}")
         if not (low <= float(got) <= high) or math.isnan(float(got)):
             self._fail(f"{what}: expected a value in [{low:g}, {high:g}], got {float(got):.6g}")
+        self._ok(what)
 
 
 @contextmanager
 def exercise(number: int, title: str = "") -> Iterator[Check]:
-    """Run the checks of exercise ``number``; turn a stub's ``NotImplementedError`` into a failure.
+    """Run the checks of exercise ``number``; print one ``PASS`` line when they all hold.
 
     Raises:
-        CheckFailure: when a check fails or the exercise is not implemented yet.
+        CheckFailure: when a check fails, the exercise is not implemented yet, the code under test
+            raises, calls a forbidden reference implementation, or no assertion ran at all.
     """
     label = f"Exercise {number}" + (f" ({title})" if title else "")
+    check = Check(label)
     try:
-        yield Check(label)
+        yield check
+    except CheckFailure:
+        raise
     except NotImplementedError as err:
         raise CheckFailure(f"{label} -- not implemented yet: {err}") from err
     except NameError as err:
@@ -154,3 +194,14 @@ def exercise(number: int, title: str = "") -> Iterator[Check]:
             f"{label} -- {err}: the cell that should define it has not run successfully "
             "(is it still a stub, or did it raise?)"
         ) from err
+    except ReferenceUsed as err:
+        raise CheckFailure(f"{label} -- {err}") from None
+    except Exception as err:  # noqa: BLE001 - the student's code raised inside the check
+        after = f" after {len(check.verified)} passing check(s)" if check.verified else ""
+        raise CheckFailure(
+            f"{label} -- the code under test raised {type(err).__name__}{after}: {err}"
+        ) from err
+    if not check.verified:
+        raise CheckFailure(f"{label} -- no assertion ran, so this check cannot fail")
+    head = f"PASS exercise {number}" + (f": {title}" if title else "")
+    print(f"{head} — {check.summary()}", flush=True)

@@ -39,7 +39,7 @@ __all__ = [
     "dumps",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 BEGIN_RE = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\b(?P<rest>.*)$")
 END_RE = re.compile(r"^[ \t]*# END SOLUTION\b")

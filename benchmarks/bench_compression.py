@@ -1,0 +1,158 @@
+"""Benchmark of Chapters 19-22: size, speed and quality of every compression of the tiny GPT.
+
+Run: ``python benchmarks/bench_compression.py [--width 256] [--steps 150] [--threads 1]``.
+
+One GPT (2 blocks, width ``--width``) is trained for ``--steps`` steps on the book's corpus; every
+variant below is derived from it and measured side by side in one run, with the timings
+interleaved (round-robin over variants, median of the rounds):
+
+* fp32 (the reference); pruned 50 % unstructured; pruned 2:4; MLP channels pruned 50 %;
+* int8 dynamic (``torch.ao.quantization.quantize_dynamic``, fbgemm int8 kernels);
+* int8 weight-only and int4 group-wise (groups of 32) ``QuantLinear`` (dequantized per call);
+* a distilled student (1 block, half the width, same number of steps);
+* the fp32 model exported to ONNX and run by ONNX Runtime, and ONNX Runtime's own int8.
+
+Columns: file size (``torch.save`` of the state dict, or the ``.onnx`` file); memory: the growth
+of the resident set size (``VmRSS``) of a fresh Python process, with torch and onnxruntime already
+imported, after it loads the variant and runs one (1, 64) forward pass; tokens
+per second of a forward pass over a (8, 64) batch, also relative to fp32; held-out perplexity. The book's goal
+is an int8 model at least 1.5x faster than fp32 with perplexity within 5 %; the last line says
+whether it was met on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from labs import data, gpt
+from labs.compress import distill, export, int8, measure, pruning
+from labs.compress import quantize as Q
+
+
+def build(width: int, steps: int) -> dict[str, torch.nn.Module]:
+    cfg = gpt.GPTConfig(n_layer=2, n_head=4, n_embd=width, block_size=64, seed=0)
+    model = measure.trained_gpt(steps=steps, config=cfg)
+    tok = data.CharTokenizer()
+    train_ids, _ = data.split(tok.encode(data.load_corpus()))
+    nm = {n: pruning.nm_mask(model.get_submodule(n).weight) for n in measure.linear_names(model)}
+    student = gpt.GPT(gpt.GPTConfig(n_layer=1, n_head=4, n_embd=width // 2, block_size=64, seed=1))
+    distill.distill(
+        student, model, data.batches(train_ids, 16, 64, seed=0), steps, temperature=1.0, alpha=0.9
+    )
+    work = Path(tempfile.mkdtemp())
+    onnx_path = export.to_onnx(model, work / "model.onnx")
+    return {
+        "fp32": model,
+        "pruned 50 % unstructured": pruning.apply_masks(
+            copy.deepcopy(model), pruning.magnitude_masks(model, 0.5), permanent=True
+        ),
+        "pruned 2:4": pruning.apply_masks(copy.deepcopy(model), nm, permanent=True),
+        "pruned MLP channels 50 %": pruning.prune_mlp_channels(model, 0.5),
+        "int8 dynamic (torch.ao)": int8.dynamic_int8(model),
+        "int8 weight-only": Q.quantize_weights(model, 8, granularity="channel"),
+        "int4 group-wise (32)": Q.quantize_weights(model, 4, granularity="group", group_size=32),
+        "distilled student": student.eval(),
+        "ONNX Runtime fp32": export.OrtModel(onnx_path),
+        "ONNX Runtime int8": export.OrtModel(export.ort_int8(onnx_path, work / "model-int8.onnx")),
+    }
+
+
+_PROBE = """
+import sys, warnings
+warnings.simplefilter("ignore")
+import torch, onnxruntime
+from labs.compress import export
+torch.set_num_threads(1)
+
+
+def rss_kb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+
+before = rss_kb()
+path = sys.argv[1]
+model = export.OrtModel(path) if path.endswith(".onnx") else torch.load(path, weights_only=False)
+with torch.no_grad():
+    model(torch.zeros(1, 64, dtype=torch.long))
+print(rss_kb() - before)
+"""
+
+
+def peak_memory_kb(model: torch.nn.Module, work: Path, name: str) -> int:
+    """Resident memory growth (kB, Linux VmRSS) of a fresh process loading and running ``model``."""
+    if isinstance(model, export.OrtModel):
+        path = str(model.path)
+    else:
+        path = str(work / f"{name}.pt")
+        torch.save(model, path)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, path], capture_output=True, text=True, check=True
+    )
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+@torch.no_grad()
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with torch.enable_grad():
+        variants = build(args.width, args.steps)
+    x = torch.randint(0, 96, (8, 64), generator=torch.Generator().manual_seed(0))
+    for m in variants.values():  # warm-up
+        m(x)
+        m(x)
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(args.rounds):
+        for k, m in variants.items():
+            start = time.perf_counter()
+            for _ in range(3):
+                m(x)
+            times[k].append((time.perf_counter() - start) / 3)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    work = Path(tempfile.mkdtemp())
+    rows = []
+    for i, (k, m) in enumerate(variants.items()):
+        size = m.nbytes if isinstance(m, export.OrtModel) else measure.file_bytes(m)
+        mem = peak_memory_kb(m, work, f"variant{i}")
+        rows.append((k, size, mem, x.numel() / med[k], med["fp32"] / med[k], measure.perplexity(m)))
+    print(
+        f"GPT 2 blocks x width {args.width}, {args.steps} training steps, "
+        f"{args.threads} thread(s), batch 8 x 64 tokens, median of {args.rounds} rounds"
+    )
+    print(
+        f"{'variant':<28}{'file kB':>9}{'RSS +kB':>13}{'tokens/s':>10}{'vs fp32':>9}"
+        f"{'perplexity':>12}{'vs fp32':>9}"
+    )
+    base_ppl = rows[0][5]
+    for k, size, mem, tps, speed, ppl in rows:
+        print(
+            f"{k:<28}{size / 1e3:>9.0f}{mem:>13,}{tps:>10.0f}{speed:>8.2f}x{ppl:>12.3f}"
+            f"{ppl / base_ppl - 1:>+8.1%}"
+        )
+    best = max((r for r in rows if "int8" in r[0]), key=lambda r: r[4])
+    ok = best[4] >= 1.5 and best[5] <= 1.05 * base_ppl
+    print(
+        f"goal (int8 >= 1.5x faster than fp32, perplexity within 5 %): "
+        f"{'met' if ok else 'NOT met'} -- best int8 variant '{best[0]}': {best[4]:.2f}x, "
+        f"perplexity {best[5] / base_ppl - 1:+.1%}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Per-rank random state for emulated ranks (``launch(..., per_rank_rng=True)``).
+
+Under torchrun every rank is a process with its own random number generators, so a program
+that calls ``torch.manual_seed(rank)`` gets one stream per rank.  Emulated ranks are threads of
+one process and would share them.  With ``per_rank_rng`` each rank gets its own:
+
+* **torch**: ``torch.default_generator`` is one object in C++, used by every torch op, so only
+  one rank at a time may run user code (the ranks pass a *baton*, see ``World.take_baton``),
+  and at each hand-over the generator's state is saved for the rank that stops and restored
+  for the rank that resumes (``get_state`` + ``set_state``: a few microseconds per switch,
+  ``benchmarks/bench_allreduce.py`` measures it).  Every rank starts from the state of a fresh
+  process (torch's default seed), as under torchrun.
+* **numpy.random** and **random**: their module-level functions (``np.random.seed``,
+  ``np.random.rand``, ``random.random``, ...) are replaced, for the duration of the launch, by
+  functions that call this rank's own ``RandomState`` / ``Random`` (threads that are not ranks
+  keep the originals).  Code that bound a function before the launch
+  (``from random import random``) keeps the shared one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import _emulator as _emu
+
+__all__ = ["RankRandom", "patched_modules"]
+
+_FRESH_TORCH_STATE = torch.Generator().get_state()  # torch's default seed, as in a new process
+
+_RANDOM_NAMES = [n for n in random.__all__
+                 if getattr(getattr(random, n), "__self__", None) is random._inst]  # fmt: skip
+_NUMPY_NAMES = ["seed"] + [  # np.random.seed is a function; the rest are bound methods
+    n for n in dir(np.random.mtrand._rand)
+    if not n.startswith("_") and callable(getattr(np.random, n, None))
+    and getattr(getattr(np.random, n), "__self__", None) is np.random.mtrand._rand
+]  # fmt: skip
+
+
+class RankRandom:
+    """One rank's random state: its torch generator state, ``random.Random``, ``RandomState``."""
+
+    __slots__ = ("torch_state", "py", "np")
+
+    def __init__(self) -> None:
+        self.torch_state = _FRESH_TORCH_STATE
+        self.py = random.Random()  # seeded from the OS, like a new process's module
+        self.np = np.random.RandomState()
+
+    def save(self) -> None:
+        self.torch_state = torch.default_generator.get_state()
+
+    def restore(self) -> None:
+        torch.default_generator.set_state(self.torch_state)
+
+
+def _dispatch(module_attr: str, name: str, original: Any):
+    def f(*args: Any, **kwargs: Any) -> Any:
+        ctx = _emu.current()
+        if ctx is None or ctx.rng is None:
+            return original(*args, **kwargs)
+        return getattr(getattr(ctx.rng, module_attr), name)(*args, **kwargs)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = original.__doc__
+    return f
+
+
+@contextlib.contextmanager
+def patched_modules() -> Iterator[None]:
+    """Route ``random.*`` and ``numpy.random.*`` calls of emulated ranks to their own state."""
+    saved = [(random, n, getattr(random, n)) for n in _RANDOM_NAMES]
+    saved += [(np.random, n, getattr(np.random, n)) for n in _NUMPY_NAMES]
+    try:
+        for mod, name, orig in saved:
+            setattr(mod, name, _dispatch("py" if mod is random else "np", name, orig))
+        yield
+    finally:
+        for mod, name, orig in saved:
+            setattr(mod, name, orig)

@@ -1,0 +1,147 @@
+"""Run an unmodified ``torch.distributed`` script on emulated ranks, like ``torchrun``.
+
+    python -m labs.dist.run --nproc_per_node 4 my_script.py [args...]
+
+starts 4 emulated ranks (threads of this process, see :func:`labs.dist.launch`); each runs
+``my_script.py`` as ``__main__``.  While the script runs, the functions of ``torch.distributed``
+that the emulator provides (``init_process_group``, ``get_rank``, ``all_reduce``,
+``batch_isend_irecv``, the object collectives, ...) are replaced by those of :mod:`labs.dist`, so
+the script needs no edit; they are restored afterwards.  As with ``torchrun --tee 3``, every
+line a rank prints is prefixed with ``[default<rank>]:`` (one rank's lines stay in order; the
+ranks' outputs are printed one after the other when the run ends).
+
+Each rank has its own torch, numpy and ``random`` state (``launch(..., per_rank_rng=True)``),
+so ``torch.manual_seed(rank)`` gives the numbers it gives under torchrun.  Scripts should take
+their rank from ``torch.distributed.get_rank()`` (the environment variables
+``RANK``/``LOCAL_RANK`` are one per process, and the emulated ranks share a process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import runpy
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+
+import torch.distributed as tdist
+
+from . import _emulator as _emu
+from . import _p2p
+
+# torch.distributed names that labs.dist implements with torch's signature
+PATCHED = (
+    "init_process_group", "destroy_process_group", "is_initialized", "is_available",
+    "get_rank", "get_world_size", "get_backend", "new_group", "new_subgroups",
+    "new_subgroups_by_enumeration", "get_process_group_ranks", "get_global_rank",
+    "get_group_rank", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
+    "P2POp", "batch_isend_irecv", "broadcast", "all_reduce", "reduce", "all_gather",
+    "all_gather_into_tensor", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
+    "all_to_all", "all_to_all_single", "all_gather_object", "broadcast_object_list",
+    "gather_object", "scatter_object_list", "send_object_list", "recv_object_list",
+    "all_gather_single", "reduce_scatter_single",
+)  # fmt: skip
+# names torch 2.13 deprecates: the patched versions warn as torch does, then run
+DEPRECATED = {
+    "all_gather_into_tensor": "all_gather_single",
+    "reduce_scatter_tensor": "reduce_scatter_single",
+}
+
+
+def _deprecated(name: str, new: str, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        warnings.warn(
+            f"`torch.distributed.{name}` is deprecated. Please use `torch.distributed.{new}` "
+            "instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def patched_torch_distributed() -> Iterator[None]:
+    """Replace the :data:`PATCHED` functions of ``torch.distributed`` by ``labs.dist``'s."""
+    from labs import dist
+
+    saved = {name: getattr(tdist, name) for name in PATCHED if hasattr(tdist, name)}
+    _p2p.TORCH_NON_MEMBER = True  # a rank outside a group: warn and do nothing, as torch does
+    try:
+        for name in PATCHED:
+            if name in DEPRECATED and hasattr(tdist, DEPRECATED[name]):  # torch warns too
+                setattr(tdist, name, _deprecated(name, DEPRECATED[name], getattr(dist, name)))
+            elif hasattr(tdist, name):
+                setattr(tdist, name, getattr(dist, name))
+        yield
+    finally:
+        _p2p.TORCH_NON_MEMBER = False
+        for name, f in saved.items():
+            setattr(tdist, name, f)
+
+
+class _RankStdout(io.TextIOBase):
+    """A ``sys.stdout`` that collects what each emulated rank prints, by rank."""
+
+    def __init__(self, real, world_size: int):
+        self.real = real
+        self.parts: list[list[str]] = [[] for _ in range(world_size)]
+        self.lock = threading.Lock()
+
+    def write(self, s: str) -> int:
+        ctx = _emu.current()
+        if ctx is None:
+            return self.real.write(s)
+        with self.lock:
+            self.parts[ctx.rank].append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def lines(self, rank: int) -> list[str]:
+        return "".join(self.parts[rank]).splitlines()
+
+
+def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: float = 600.0,
+               prefix: bool = True) -> list[list[str]]:  # fmt: skip
+    """Run the script at ``path`` on ``nproc`` emulated ranks; return each rank's printed lines
+    (and print them, prefixed ``[default<rank>]:``, when ``prefix``)."""
+    from labs import dist
+
+    out = _RankStdout(sys.stdout, nproc)
+    old_argv, old_stdout = sys.argv, sys.stdout
+    sys.argv = [path, *(argv or [])]
+    sys.stdout = out
+    try:
+        with patched_torch_distributed():
+            dist.launch(lambda: runpy.run_path(path, run_name="__main__"), nproc, timeout=timeout,
+                        per_rank_rng=True)  # fmt: skip
+    finally:
+        sys.argv, sys.stdout = old_argv, old_stdout
+        lines = [out.lines(r) for r in range(nproc)]
+        if prefix:
+            for r, ls in enumerate(lines):
+                for line in ls:
+                    print(f"[default{r}]:{line}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m labs.dist.run", description=__doc__.split("\n")[0])
+    ap.add_argument("--nproc_per_node", "--nproc-per-node", type=int, required=True)
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole run")
+    ap.add_argument("script")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    run_script(a.script, a.nproc_per_node, a.args, a.timeout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+"""Parallelism beyond the 3D grid (Chapter 17b): sequence, context and expert parallelism.
+
+* :mod:`labs.parallel.act_memory` -- activation memory per layer, formula and measured bytes;
+* :mod:`labs.parallel.sequence_parallel` -- Megatron sequence parallelism around a TP block;
+* :mod:`labs.parallel.ring_attention` -- context parallelism: ring attention, zig-zag layout;
+* :mod:`labs.parallel.ulysses` -- DeepSpeed-Ulysses: all-to-all from sequence to heads;
+* :mod:`labs.parallel.moe` -- mixture of experts and expert parallelism.
+
+Every module runs on emulated ranks (:func:`labs.dist.launch`) and unchanged under torchrun.
+"""

@@ -1,0 +1,5 @@
+"""Parameter-efficient fine-tuning (Chapter 5): quantization code tables for NF4 and QLoRA.
+
+:mod:`labs.peft.codes` holds the 4-bit NormalFloat levels and the 8-bit codes of double
+quantization; :mod:`labs.quant` (NF4 tensors and layers) and :mod:`labs.lora` build on them.
+"""

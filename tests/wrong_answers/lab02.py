@@ -1,0 +1,70 @@
+"""Plausible wrong answers to lab 02; each must be rejected by its exercise's checks."""
+
+from labs.course.wrong_answers import Wrong
+
+WRONG = [
+    Wrong(1, "counts a multiply-add as one FLOP", old="2 * m * k * n", new="m * k * n"),
+    Wrong(1, "counts k - 1 additions per entry as FLOPs", block="return m * n * (2 * k - 1)"),
+    Wrong(1, "uses m for both outer dimensions", old="2 * m * k * n", new="2 * m * k * m"),
+    Wrong(
+        2,
+        "counts k additions per entry (sum started from zero)",
+        old="mults += 1\n            for",
+        new="mults += 1\n            adds += 1\n            for",
+    ),
+    Wrong(
+        2, "counts multiplications only once per entry", old="                mults += 1\n", new=""
+    ),
+    Wrong(
+        2,
+        "swaps the loop bounds (only right for square matrices)",
+        old="for j in range(n):",
+        new="for j in range(m):",
+    ),
+    Wrong(
+        3,
+        "costs the right order as b*c*d + a*c*d",
+        old="matmul_flops(a, b, d)",
+        new="matmul_flops(a, c, d)",
+    ),
+    Wrong(3, "breaks ties towards the right", old="left <= right", new="left < right"),
+    Wrong(
+        3,
+        "always returns the left order",
+        block="return ('left', matmul_flops(a, b, c) + matmul_flops(a, c, d))",
+    ),
+    Wrong(4, "mean instead of median", old="float(np.median(times))", new="float(np.mean(times))"),
+    Wrong(4, "minimum instead of median", old="float(np.median(times))", new="float(min(times))"),
+    Wrong(
+        4,
+        "times the warm-up calls too",
+        block="""
+        times = []
+        for _ in range(warmup + repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+    """,
+    ),
+    Wrong(
+        4,
+        "upper middle value for an even count",
+        old="float(np.median(times))",
+        new="float(sorted(times)[len(times) // 2])",
+    ),
+    Wrong(4, "skips the warm-up", old="for _ in range(warmup):\n        fn()\n    ", new=""),
+    Wrong(
+        5,
+        "prediction counts a multiply-add as one FLOP",
+        old="predicted_s = matmul_flops(n, n, n) /",
+        new="predicted_s = n**3 /",
+    ),
+    Wrong(5, "forgets that peak32 is in GFLOP/s", old="(peak32 * 1e9)", new="peak32"),
+    Wrong(
+        5,
+        "measured time in milliseconds",
+        old="measured_s = time_fn(lambda: a @ b, warmup=1, repeats=3)",
+        new="measured_s = 1e3 * time_fn(lambda: a @ b, warmup=1, repeats=3)",
+    ),
+]

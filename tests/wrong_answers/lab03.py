@@ -1,0 +1,99 @@
+"""Plausible wrong answers to lab 03; each must be rejected by its exercise's checks."""
+
+from labs.course.wrong_answers import Wrong
+
+WRONG = [
+    Wrong(
+        1, "no brevity penalty", old="bp = 1.0 if c >= r else math.exp(1 - r / c)", new="bp = 1.0"
+    ),
+    Wrong(
+        1,
+        "brevity penalty with c and r swapped",
+        old="math.exp(1 - r / c)",
+        new="math.exp(1 - c / r)",
+    ),
+    Wrong(
+        1,
+        "n-gram matches not clipped",
+        old="sum(min(k, g[ng]) for ng, k in h.items())",
+        new="sum(k for ng, k in h.items() if ng in g)",
+    ),
+    Wrong(
+        1,
+        "arithmetic instead of geometric mean of precisions",
+        old="math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n)",
+        new="sum(m / t for m, t in zip(matches, totals)) / max_n",
+    ),
+    Wrong(
+        2,
+        "LCS off by one (matches compare a[i] with b[j])",
+        old="if a[i - 1] == b[j - 1]:",
+        new="if a[i % len(a)] == b[j % len(b)]:",
+    ),
+    Wrong(
+        2,
+        "longest common substring instead of subsequence",
+        old="L[i][j] = max(L[i - 1][j], L[i][j - 1])",
+        new="L[i][j] = 0",
+    ),
+    Wrong(
+        2,
+        "precision and recall swapped",
+        old="p = lcs / len(pred) if pred else 0.0\n    r = lcs / len(ref) if ref else 0.0",
+        new="p = lcs / len(ref) if ref else 0.0\n    r = lcs / len(pred) if pred else 0.0",
+    ),
+    Wrong(
+        3,
+        "pairs not weighted by word frequency",
+        old="counts[pair] += freq",
+        new="counts[pair] += 1",
+    ),
+    Wrong(
+        3,
+        "ties broken by the larger pair",
+        old="min(counts, key=lambda p: (-counts[p], rank[p[0]], rank[p[1]]))",
+        new="max(counts, key=lambda p: (counts[p], rank[p[0]], rank[p[1]]))",
+    ),
+    Wrong(
+        3,
+        "overlapping merges (advance by one after a merge)",
+        part=1,
+        block=(
+            "out, i = [], 0\n"
+            "while i < len(ids):\n"
+            "    if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:\n"
+            "        out.append(new_id)\n"
+            "    elif not (i > 0 and (ids[i - 1], ids[i]) == pair):\n"
+            "        out.append(ids[i])\n"
+            "    i += 1\n"
+            "return tuple(out)"
+        ),
+    ),
+    Wrong(4, "maximum instead of minimum", old="permuted.min(axis=1)", new="permuted.max(axis=1)"),
+    Wrong(
+        4,
+        "hashes promoted to int64 (no wrap-around modulo 2^32)",
+        old="a[:, None] * hashes[None, :] + b[:, None]",
+        new="(a[:, None].astype(np.int64) * hashes[None, :] + b[:, None]) % (2**32 - 1)",
+    ),
+    Wrong(
+        4,
+        "bands overlap by one row",
+        old="row[band * rows : (band + 1) * rows]",
+        new="row[band * rows : (band + 1) * rows + 1]",
+    ),
+    Wrong(
+        4,
+        "only the first band is hashed",
+        old="for band in range(bands):",
+        new="for band in range(1):",
+    ),
+    Wrong(5, "biased plug-in estimate", block="return 1.0 - (1.0 - c / n) ** k"),
+    Wrong(
+        5,
+        "product over the wrong range (off by one)",
+        old="np.arange(n - c + 1, n + 1)",
+        new="np.arange(n - c, n)",
+    ),
+    Wrong(5, "k times the per-sample rate", block="return min(1.0, k * c / n)"),
+]

@@ -1,0 +1,176 @@
+"""Plausible wrong answers to lab 10; each must be rejected by its exercise's checks."""
+
+from labs.course.wrong_answers import Wrong
+
+WRONG = [
+    Wrong(
+        1,
+        "writes the new keys into the value cache",
+        old="cache_v[:, :, length:end] = v_new",
+        new="cache_v[:, :, length:end] = k_new",
+    ),
+    Wrong(
+        1,
+        "returns only the tokens cached before this call",
+        old="return cache_k[:, :, :end], cache_v[:, :, :end], end",
+        new="return cache_k[:, :, :length], cache_v[:, :, :length], end",
+    ),
+    Wrong(
+        1,
+        "silently truncates a request that does not fit",
+        block="t = k_new.shape[2]\n"
+        "end = min(length + t, cache_k.shape[2])\n"
+        "cache_k[:, :, length:end] = k_new[:, :, : end - length]\n"
+        "cache_v[:, :, length:end] = v_new[:, :, : end - length]\n"
+        "return cache_k[:, :, :end], cache_v[:, :, :end], end",
+    ),
+    Wrong(
+        1,
+        "returns copies instead of views of the cache",
+        old="return cache_k[:, :, :end], cache_v[:, :, :end], end",
+        new="return cache_k[:, :, :end].clone(), cache_v[:, :, :end].clone(), end",
+    ),
+    Wrong(
+        2,
+        "tiles the heads (0, 1, 0, 1) instead of repeating each",
+        block="return k.repeat(1, n_rep, 1, 1)",
+    ),
+    Wrong(
+        2,
+        "expands on the wrong axis (same tiled order)",
+        old="k[:, :, None].expand(b, h_kv, n_rep, t, d)",
+        new="k[:, None].expand(b, n_rep, h_kv, t, d)",
+    ),
+    Wrong(2, "repeats along time", block="return k.repeat_interleave(n_rep, dim=2)"),
+    Wrong(
+        3,
+        "counts query heads, as the seed's formula does",
+        old="n_kv_heads * head_dim",
+        new="n_heads * head_dim",
+    ),
+    Wrong(3, "forgets the values (no factor 2)", old="return 2 * n_layers", new="return n_layers"),
+    Wrong(
+        3,
+        "counts bits, not bytes",
+        old="bytes_per_value * tokens",
+        new="8 * bytes_per_value * tokens",
+    ),
+    Wrong(3, "ignores the batch", old="* tokens * batch", new="* tokens"),
+    Wrong(
+        4,
+        "inclusive mass: drops the token that reaches top_p",
+        old="mass_above < top_p",
+        new="mass_above + sorted_p < top_p",
+    ),
+    Wrong(
+        4,
+        "keeps one token too many on an exact boundary",
+        old="mass_above < top_p",
+        new="mass_above <= top_p",
+    ),
+    Wrong(
+        4,
+        "does not renormalise",
+        old="return kept / kept.sum(dim=-1, keepdim=True)",
+        new="return kept",
+    ),
+    Wrong(
+        5,
+        "ignores the block table (assumes blocks 0, 1, 2, ...)",
+        block="return pool.reshape(-1, *pool.shape[2:])[:length]",
+    ),
+    Wrong(5, "returns whole blocks (the partial last block padded)", old="[:length]", new=""),
+    Wrong(
+        5,
+        "sorts the block table",
+        old="torch.as_tensor(block_table, dtype=torch.long)",
+        new="torch.as_tensor(sorted(block_table), dtype=torch.long)",
+    ),
+    Wrong(
+        6,
+        "admits before retiring finished requests",
+        block="queue = list(waiting)\n"
+        "still = list(running)\n"
+        "while queue and len(still) < max_batch:\n"
+        '    need = math.ceil(queue[0]["prompt_len"] / block_size)\n'
+        "    if need > free_blocks:\n"
+        "        break\n"
+        "    free_blocks -= need\n"
+        "    still.append(queue.pop(0))\n"
+        "finished = []\n"
+        "for req in list(still):\n"
+        '    if req["generated"] >= req["output_len"]:\n'
+        '        finished.append(req["id"])\n'
+        '        free_blocks += math.ceil((req["prompt_len"] + req["generated"]) / block_size)\n'
+        "        still.remove(req)\n"
+        "return still, queue, free_blocks, finished",
+    ),
+    Wrong(
+        6,
+        "floor instead of ceil for the prompt's blocks",
+        old='need = math.ceil(queue[0]["prompt_len"] / block_size)',
+        new='need = queue[0]["prompt_len"] // block_size',
+    ),
+    Wrong(
+        6,
+        "lets a later, smaller request overtake the head of the queue",
+        block="still, finished = [], []\n"
+        "for req in running:\n"
+        '    if req["generated"] >= req["output_len"]:\n'
+        '        finished.append(req["id"])\n'
+        '        free_blocks += math.ceil((req["prompt_len"] + req["generated"]) / block_size)\n'
+        "    else:\n"
+        "        still.append(req)\n"
+        "queue = []\n"
+        "for req in waiting:\n"
+        '    need = math.ceil(req["prompt_len"] / block_size)\n'
+        "    if len(still) < max_batch and need <= free_blocks:\n"
+        "        free_blocks -= need\n"
+        "        still.append(req)\n"
+        "    else:\n"
+        "        queue.append(req)\n"
+        "return still, queue, free_blocks, finished",
+    ),
+    Wrong(
+        6,
+        "frees only the prompt's blocks",
+        old='math.ceil((req["prompt_len"] + req["generated"]) / block_size)',
+        new='math.ceil(req["prompt_len"] / block_size)',
+    ),
+    Wrong(
+        6,
+        "off by one: finished only past output_len",
+        old='>= req["output_len"]',
+        new='> req["output_len"]',
+    ),
+    Wrong(
+        7,
+        "resamples from the target p instead of the residual",
+        old="residual = torch.clamp(p[i] - q[i], min=0.0)",
+        new="residual = p[i].clone()",
+    ),
+    Wrong(
+        7,
+        "samples the replacement from the draft q",
+        old="residual = torch.clamp(p[i] - q[i], min=0.0)",
+        new="residual = q[i].clone()",
+    ),
+    Wrong(
+        7,
+        "bonus token from the last draft's row of p",
+        old="torch.multinomial(p[gamma], 1",
+        new="torch.multinomial(p[gamma - 1], 1",
+    ),
+    Wrong(
+        7,
+        "accepts with probability min(1, q/p)",
+        old="if r * q[i, x] < p[i, x]:",
+        new="if r * p[i, x] < q[i, x]:",
+    ),
+    Wrong(
+        7,
+        "accepts every draft the target finds possible",
+        old="if r * q[i, x] < p[i, x]:",
+        new="if p[i, x] > 0:",
+    ),
+]

@@ -1,0 +1,87 @@
+"""Plausible wrong answers to lab 19; each must be rejected by its exercise's checks."""
+
+from labs.course.wrong_answers import Wrong
+
+WRONG = [
+    Wrong(1, "forgets the scales", old="return codes + scales", new="return codes"),
+    Wrong(
+        1,
+        "counts only whole groups (floor)",
+        old="math.ceil(n_params / group_size) * scale_bytes",
+        new="(n_params // group_size) * scale_bytes",
+    ),
+    Wrong(
+        1,
+        "bits where bytes were asked",
+        old="codes = math.ceil(n_params * bits / 8)",
+        new="codes = n_params * bits",
+    ),
+    Wrong(
+        1,
+        "rounds the code bytes down",
+        old="codes = math.ceil(n_params * bits / 8)",
+        new="codes = n_params * bits // 8",
+    ),
+    Wrong(
+        2,
+        "no dynamic axes: the graph only accepts (1, 64)",
+        old="""        dynamic_axes={"idx": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}},
+""",
+        new="",
+    ),
+    Wrong(
+        2,
+        "only the batch axis is dynamic",
+        old='dynamic_axes={"idx": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}',
+        new='dynamic_axes={"idx": {0: "batch"}, "logits": {0: "batch"}}',
+    ),
+    Wrong(
+        2,
+        "a float example input (token ids must be int64)",
+        old="example = torch.zeros(1, 64, dtype=torch.long)",
+        new="example = torch.zeros(1, 64)",
+    ),
+    Wrong(
+        3,
+        "mean instead of median",
+        old="return 1000 * median",
+        new="return 1000 * sum(times) / len(times)",
+    ),
+    Wrong(3, "no warm-up", old="    for _ in range(warmup):\n        fn()\n", new=""),
+    Wrong(
+        3,
+        "times all repeats at once and forgets to divide",
+        block="""
+for _ in range(warmup):
+    fn()
+start = clock()
+for _ in range(repeats):
+    fn()
+return 1000 * (clock() - start)
+""",
+    ),
+    Wrong(
+        3,
+        "upper middle element for an even count",
+        old="median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2",
+        new="median = times[mid]",
+    ),
+    Wrong(
+        4,
+        "strict limits",
+        old='r["kb"] <= max_kb and r["ms"] <= max_ms',
+        new='r["kb"] < max_kb and r["ms"] < max_ms',
+    ),
+    Wrong(
+        4,
+        "ignores the latency budget",
+        old='r["kb"] <= max_kb and r["ms"] <= max_ms',
+        new='r["kb"] <= max_kb',
+    ),
+    Wrong(
+        4,
+        "ships the smallest file instead of the best model",
+        old='key=lambda n: results[n]["ppl"]',
+        new='key=lambda n: results[n]["kb"]',
+    ),
+]

@@ -1,0 +1,83 @@
+"""Plausible wrong answers to lab 20; each must be rejected by its exercise's checks."""
+
+from labs.course.wrong_answers import Wrong
+
+WRONG = [
+    Wrong(
+        1,
+        "distillation loss without the T^2 factor",
+        old="alpha * temperature**2 * soft",
+        new="alpha * soft",
+    ),
+    Wrong(
+        1,
+        "KL divergence in the wrong direction (student || teacher)",
+        old="soft = F.kl_div(",
+        new="soft = (lambda a, b, **kw: F.kl_div(b, a, **kw))(",
+    ),
+    Wrong(
+        1,
+        "averages the KL over every logit instead of over tokens",
+        old='reduction="batchmean"',
+        new='reduction="mean"',
+    ),
+    Wrong(
+        1,
+        "lets gradients flow into the teacher",
+        old="t = teacher_logits.detach().reshape(-1, v)",
+        new="t = teacher_logits.reshape(-1, v)",
+    ),
+    Wrong(
+        1,
+        "softens the student only",
+        old="F.log_softmax(t / temperature, dim=-1)",
+        new="F.log_softmax(t, dim=-1)",
+    ),
+    Wrong(2, "forgets the singular values", old="root = s[:r].sqrt()", new="root = torch.ones(r)"),
+    Wrong(
+        2,
+        "keeps the smallest singular values",
+        old="return root[:, None] * vh[:r], u[:, :r] * root",
+        new="return s[-r:].sqrt()[:, None] * vh[-r:], u[:, -r:] * s[-r:].sqrt()",
+    ),
+    Wrong(
+        2,
+        "puts all singular values into A",
+        old="return root[:, None] * vh[:r], u[:, :r] * root",
+        new="return s[:r, None] * vh[:r], u[:, :r]",
+    ),
+    Wrong(
+        2,
+        "no check of the rank",
+        old='raise ValueError(f"rank must be in 1..{min(w.shape)}, got {r}")',
+        new="pass",
+    ),
+    Wrong(
+        3,
+        "sums singular values instead of their squares",
+        old="return float((s[r:].pow(2).sum() / s.pow(2).sum()).sqrt())",
+        new="return float(s[r:].sum() / s.sum())",
+    ),
+    Wrong(3, "off by one in the discarded values", old="s[r:].pow(2)", new="s[r + 1 :].pow(2)"),
+    Wrong(
+        3,
+        "forgets the square root",
+        old="return float((s[r:].pow(2).sum() / s.pow(2).sum()).sqrt())",
+        new="return float(s[r:].pow(2).sum() / s.pow(2).sum())",
+    ),
+    Wrong(
+        4,
+        "counts the state dict, where shared tensors appear under every name",
+        block="return sum(t.numel() * t.element_size() for t in model.state_dict().values())",
+    ),
+    Wrong(
+        4,
+        "assumes 4 bytes per parameter",
+        block="return 4 * sum(p.numel() for p in model.parameters())",
+    ),
+    Wrong(
+        4,
+        "counts duplicates",
+        block="return sum(p.numel() * p.element_size() for _, p in model.named_parameters(remove_duplicate=False))",
+    ),
+]
