@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     path = args.page.resolve()
     nb = jupytext.read(path) if path.suffix == ".md" else nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=args.timeout, kernel_name="python3", resources={"metadata": {"path": path.parent}}
+        nb,
+        timeout=args.timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": path.parent}},
     )
     times: list[tuple[float, int]] = []
     start = time.perf_counter()

@@ -22,6 +22,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from labs.serving.export import export_onnx, ort_session
+
 __all__ = ["to_onnx", "ort_int8", "OrtModel"]
 
 _UNSUPPORTED = ("torch.ao.nn.quantized", "labs.compress.quantize")
@@ -46,26 +48,7 @@ def to_onnx(
     layers ONNX cannot express (PyTorch's quantized modules, this package's ``QuantLinear``).
     """
     _check_exportable(model)
-    model = model.eval()
-    example = torch.zeros(1, seq_len, dtype=torch.long)
-    path = Path(path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if dynamo:
-            dims = ({0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=seq_len)},)
-            program = torch.onnx.export(model, (example,), dynamic_shapes=dims, dynamo=True)
-            program.save(str(path))
-        else:
-            torch.onnx.export(
-                model,
-                (example,),
-                str(path),
-                dynamo=False,
-                input_names=["idx"],
-                output_names=["logits"],
-                dynamic_axes={"idx": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}},
-            )
-    return path
+    return export_onnx(model, path, seq_len=seq_len, dynamo=dynamo)  # Chapter 6's exporter
 
 
 def ort_int8(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
@@ -95,13 +78,8 @@ class OrtModel(nn.Module):
 
     def __init__(self, path: str | os.PathLike, threads: int = 1):
         super().__init__()
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3
         self.path = Path(path)
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.session = ort_session(path, threads=threads)  # Chapter 6's CPU session settings
         self.input_name = self.session.get_inputs()[0].name
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:

@@ -54,6 +54,7 @@ def ort_session(path: str | Path, threads: int = 1):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3  # errors only: no optimizer notices in the pages
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 

@@ -1,0 +1,74 @@
+"""Plausible wrong answers to lab 08; each must be rejected by its exercise's checks."""
+
+from labs.course.wrong_answers import Wrong
+
+WRONG = [
+    Wrong(
+        1,
+        "rounds warps per block down (a partial warp still takes a slot)",
+        old="warps = math.ceil(threads_per_block / gpu.warp_size)",
+        new="warps = max(1, threads_per_block // gpu.warp_size)",
+    ),
+    Wrong(
+        1,
+        "allocates registers per thread, without the per-warp granularity",
+        old="per_warp *= gpu.register_unit",
+        new="per_warp = registers_per_thread * gpu.warp_size",
+    ),
+    Wrong(
+        1,
+        "forgets the limit of 32 resident blocks",
+        old="limits = [gpu.max_warps // warps, gpu.max_blocks,",
+        new="limits = [gpu.max_warps // warps,",
+    ),
+    Wrong(
+        1,
+        "ignores shared memory",
+        old="limits.append(gpu.shared_bytes // shared_bytes_per_block)",
+        new="pass",
+    ),
+    Wrong(
+        1,
+        "counts the register limit in warps, not blocks",
+        old="gpu.registers // per_warp // warps]",
+        new="gpu.registers // per_warp]",
+    ),
+    Wrong(
+        1,
+        "returns the number of resident blocks, not the fraction of warps",
+        old="return min(limits) * warps / gpu.max_warps",
+        new="return min(limits)",
+    ),
+    Wrong(2, "mean instead of the fastest run", old="min(times)", new="sum(times) / len(times)"),
+    Wrong(2, "slowest run instead of the fastest", old="min(times)", new="max(times)"),
+    Wrong(2, "counts only the bytes read", old="2 * src.nbytes", new="src.nbytes"),
+    Wrong(
+        2, "uses the requested size, not the bytes copied", old="2 * src.nbytes", new="2 * nbytes"
+    ),
+    Wrong(2, "counts elements instead of bytes", old="2 * src.nbytes", new="2 * src.numel()"),
+    Wrong(
+        2,
+        "times one call only",
+        old="for _ in range(repeats)]",
+        new="for _ in range(1)]",
+    ),
+    Wrong(
+        3,
+        "no ceiling: fractional tile counts",
+        old="m * k * math.ceil(n / tile) + k * n * math.ceil(m / tile)",
+        new="m * k * n / tile + k * n * m / tile",
+    ),
+    Wrong(
+        3,
+        "floor: drops the edge tiles",
+        old="m * k * math.ceil(n / tile) + k * n * math.ceil(m / tile)",
+        new="m * k * max(1, n // tile) + k * n * max(1, m // tile)",
+    ),
+    Wrong(3, "forgets to write C", old="(reads + m * n)", new="reads"),
+    Wrong(
+        3,
+        "swaps which input is re-read per tile row and column",
+        old="m * k * math.ceil(n / tile) + k * n * math.ceil(m / tile)",
+        new="m * k * math.ceil(m / tile) + k * n * math.ceil(n / tile)",
+    ),
+]
