@@ -291,3 +291,16 @@ def test_solution_markers_read_as_comments(built_book):
         if "BEGIN SOLUTION" in p.read_text(encoding="utf-8")
     ]
     assert not shown, f"solution markers visible in: {shown}"
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def test_each_check_prints_what_it_verified(built_book, lab):
+    page = built_book / lab.relative_to(REPO).with_suffix(".html")
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    for num in parse_lab(lab).exercises:
+        for cell in soup.select(f"div.cell.tag_exercise-{num}"):
+            out = cell.select_one("div.cell_output")
+            text = out.get_text(" ") if out else ""
+            assert f"PASS exercise {num}" in text, (
+                f"{page.name}: a check of exercise {num} is silent"
+            )

@@ -13,6 +13,9 @@ from conftest import LABS, STUDENT
 from labs.course.grade import grade_notebooks
 from labs.course.notebooks import parse_lab
 
+# The module fixtures grade every selected lab in one go: keep them on one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("graded-labs")
+
 
 def _selected_labs(request, test_name: str) -> list:
     """The labs whose ``test_name`` test was selected (so ``-k lab09`` grades lab09 only)."""
