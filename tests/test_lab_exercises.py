@@ -13,9 +13,6 @@ from conftest import LABS, STUDENT
 from labs.course.grade import grade_notebooks
 from labs.course.notebooks import parse_lab
 
-# The module fixtures grade every selected lab in one go: keep them on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("graded-labs")
-
 
 def _selected_labs(request, test_name: str) -> list:
     """The labs whose ``test_name`` test was selected (so ``-k lab09`` grades lab09 only)."""
@@ -41,6 +38,8 @@ def student_results(request):
     )
 
 
+# Each module fixture grades every selected lab in one go: its tests share one pytest-xdist worker.
+@pytest.mark.xdist_group("graded-solutions")
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_solution_passes_every_exercise(lab, solution_results):
     result = solution_results[str(lab)]
@@ -55,6 +54,7 @@ def test_solution_passes_every_exercise(lab, solution_results):
     )
 
 
+@pytest.mark.xdist_group("graded-students")
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_student_stub_fails_every_check_and_only_dependent_cells(lab, student_results):
     student = STUDENT / lab.name
