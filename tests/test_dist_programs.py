@@ -72,11 +72,18 @@ def test_same_output_under_torchrun(emulated, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
+    # Each rank's output goes to its own file (--redirects): lines teed to one console by four
+    # processes can interleave mid-line.
+    logs = tmp_path / "logs"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={WORLD}", "--tee", "3", RUN_ALL]  # fmt: skip
+           f"--nproc_per_node={WORLD}", "--log-dir", str(logs), "--redirects", "3", RUN_ALL]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    real = _by_rank(proc.stdout + proc.stderr)
+    text = ""
+    for r in range(WORLD):
+        (out,) = logs.glob(f"*/attempt_0/{r}/stdout.log")
+        text += "".join(f"[default{r}]:{line}\n" for line in out.read_text().splitlines())
+    real = _by_rank(text)
     for r in range(WORLD):
         assert real[r] == emulated[r], f"rank {r} differs"

@@ -42,3 +42,8 @@ def test_checks_reject_wrong_answers(module):
     accepted = [f"exercise {o.wrong.exercise}: {o.wrong.why} ({o.detail})" for o in outcomes
                 if not o.rejected]  # fmt: skip
     assert not accepted, f"{lab.name}: checks accept these wrong answers:\n" + "\n".join(accepted)
+
+
+def test_every_lab_lists_wrong_answers():
+    missing = [lab.name for lab in LABS if lab.name.split("-")[0] not in MODULES]
+    assert not missing, f"labs without tests/wrong_answers/labNN.py: {missing}"
