@@ -149,7 +149,7 @@ def test_per_rank_random_state_is_deterministic_and_isolated():
     assert first == dist.launch(program, 3, per_rank_rng=True) == [expected(r) for r in range(3)]
     fresh = dist.launch(lambda: torch.randint(0, 1000, (2,)).tolist(), 2, per_rank_rng=True)
     assert fresh[0] == fresh[1]  # unseeded ranks start alike, as new processes do
-    with pytest.raises(ZeroDivisionError, match="rank 1 failed"):  # a failure does not hang
+    with pytest.raises(ZeroDivisionError, match=r"rank \d failed"):  # a failure does not hang
         dist.launch(
             lambda: (
                 (dist.barrier(), 1 / dist.get_rank() if dist.get_rank() == 1 else 0, dist.barrier())
