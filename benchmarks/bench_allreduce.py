@@ -54,7 +54,7 @@ REPEATS = 3  # every time is the best of 3 measurements: the machine may be shar
 
 
 def emulated(p: int, nbytes: int, iters: int, repeats: int = REPEATS,
-             per_rank_rng: bool = False) -> list[float]:  # fmt: skip
+             per_rank_rng: bool = True) -> list[float]:  # fmt: skip
     """Seconds per ``labs.dist.all_reduce`` call on ``p`` emulated ranks, one per repeat."""
 
     def prog():
@@ -164,7 +164,8 @@ def main() -> None:
 
 
 def rng_switch_cost(p: int = 4, iters: int = 500, rounds: int = 5) -> None:
-    """Per-rank random state (``launch(..., per_rank_rng=True)``) vs shared, side by side.
+    """Per-rank random state (``launch``'s default) vs shared (``per_rank_rng=False``), side by
+    side.
 
     With per-rank state one rank at a time runs user code and hands a baton on when it waits;
     each of the ``p - 1`` ranks that wait in a tiny all-reduce hands it on once and takes it

@@ -40,8 +40,9 @@ Part VIII (Chapters 12-18)
     ZeRO stages (``zero_formulas``, ``zero_state``, ``zero_trainer``); :mod:`labs.fsdp_train` one
     FSDP training program (``fsdp_setup``, ``fsdp_runs``); :mod:`labs.parallel3d`;
     :mod:`labs.parallel` sequence, context and expert parallelism (``act_memory``,
-    ``sequence_parallel``, ``ring_attention``, ``ulysses``, ``moe``, ``mesh``); the torchrun
-    scripts :mod:`labs.ddp_torchrun` and :mod:`labs.pp_torchrun`.
+    ``sequence_parallel``, ``ring_attention``, ``ulysses``, ``moe``, ``mesh``, ``mesh_train``
+    the 4-D training step); the torchrun scripts :mod:`labs.ddp_torchrun` and
+    :mod:`labs.pp_torchrun`.
 Parts IX-X (Chapters 19-22) -- :mod:`labs.compress`
     ``pruning``, ``quantize``, ``outliers`` (LLM.int8(), SmoothQuant, AWQ), ``int8``, ``distill``,
     ``lowrank``, ``sharing``, ``export`` (ONNX Runtime), ``measure`` (size, latency, perplexity).

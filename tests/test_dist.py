@@ -310,7 +310,8 @@ def test_exception_in_a_rank_stops_all_and_keeps_type_and_traceback():
 @pytest.mark.parametrize(
     "case",
     ["dst-range", "src-range", "self-send", "list-length", "non-contiguous", "list-shape",
-     "recv-size", "group-member", "scatter-list", "gather-output"],
+     "recv-size", "scatter-list", "gather-output", "scatter-list-non-src",
+     "gather-list-non-dst"],
 )  # fmt: skip
 def test_bad_arguments_raise_value_error_naming_rank_and_op(case):
     def prog():
@@ -333,13 +334,14 @@ def test_bad_arguments_raise_value_error_naming_rank_and_op(case):
                 dist.send(torch.zeros(3), dst=1)
             else:
                 dist.recv(x, src=0)
-        elif case == "group-member":
-            g = dist.new_group([0])
-            dist.all_reduce(x, group=g)
         elif case == "scatter-list":
             dist.scatter(x, [torch.zeros(4)] * 3 if r == 0 else None, src=0)
         elif case == "gather-output":
             dist.all_gather_into_tensor(torch.zeros(7), x)
+        elif case == "scatter-list-non-src":  # torch: "must NOT be specified on non-source ranks"
+            dist.scatter(x, [torch.zeros(4)] * 2, src=0)
+        elif case == "gather-list-non-dst":
+            dist.gather(x, [torch.zeros(4)] * 2, dst=1)
         dist.barrier()
 
     err, _ = _raises(ValueError, prog, 2, ["rank "])
@@ -347,7 +349,15 @@ def test_bad_arguments_raise_value_error_naming_rank_and_op(case):
     assert "failed" in text
     assert any(
         op in text
-        for op in ("send", "recv", "all_gather", "all_reduce", "scatter", "all_gather_into_tensor")
+        for op in (
+            "send",
+            "recv",
+            "all_gather",
+            "all_reduce",
+            "scatter",
+            "gather",
+            "all_gather_into_tensor",
+        )
     )
 
 

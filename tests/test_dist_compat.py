@@ -1,6 +1,7 @@
 """The torch.distributed API that labs.dist adds for drop-in programs (emulated ranks)."""
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -39,6 +40,30 @@ def test_subgroups_and_non_members():
         dist.launch(lambda: dist.new_subgroups(group_size=3), 4)
     with pytest.raises(ValueError, match="disjoint"):
         dist.launch(lambda: dist.new_subgroups_by_enumeration([[0, 1], [1]]), 2)
+
+
+def test_a_non_member_gets_what_torch_gives_it(monkeypatch):
+    """As in torch: a collective on a group the rank is not in warns and does nothing (recv
+    returns -1); ``_p2p.TORCH_NON_MEMBER = False`` makes it raise, naming the rank and the op."""
+    from labs.dist import _p2p
+
+    def program():
+        g = dist.new_group([0])  # every rank creates it; only rank 0 is a member
+        if dist.get_rank() == 0:
+            return None
+        x = torch.full((2,), 2.0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ret = dist.all_reduce(x, group=g), dist.recv(x, group=g, group_src=0)
+        return ret, x.tolist(), [str(w.message) for w in caught]
+
+    ret1, x1, w1 = dist.launch(program, 2)[1]
+    assert (ret1, x1) == ((None, -1), [2.0, 2.0])
+    assert w1 == [f"Running {op} on global rank 1 which does not belong to the given group."
+                  for op in ("all_reduce", "recv")]  # fmt: skip
+    monkeypatch.setattr(_p2p, "TORCH_NON_MEMBER", False)
+    with pytest.raises(ValueError, match="rank 1: all_reduce: this rank is not a member"):
+        dist.launch(lambda: dist.all_reduce(torch.zeros(1), group=dist.new_group([0])), 2)
 
 
 def test_batch_isend_irecv_and_p2pop_checks():
@@ -166,3 +191,26 @@ def test_patching_is_undone():
     with patched_torch_distributed():
         assert tdist.all_to_all_single is dist.all_to_all_single
     assert all(getattr(tdist, n) is f for n, f in before.items())
+
+
+def test_each_script_rank_has_its_own_environment(tmp_path, monkeypatch):
+    """labs.dist.run: every rank sees torchrun's variables and its own copy of os.environ; the
+    real environment is untouched afterwards."""
+    import os
+
+    from labs.dist.run import run_script
+
+    monkeypatch.delenv("RANK", raising=False)
+    script = tmp_path / "env.py"
+    script.write_text(
+        "import os, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "os.environ['ONLY_MINE'] = os.environ['RANK']\n"
+        "dist.barrier()\n"
+        "print(os.environ['LOCAL_RANK'], os.getenv('WORLD_SIZE'), os.environ['ONLY_MINE'],\n"
+        "      sorted(k for k in os.environ.copy() if k == 'ONLY_MINE'))\n"
+    )
+    real = os.environ
+    lines = run_script(str(script), 3, prefix=False)
+    assert lines == [[f"{r} 3 {r} ['ONLY_MINE']"] for r in range(3)]
+    assert os.environ is real and "RANK" not in os.environ and "ONLY_MINE" not in os.environ

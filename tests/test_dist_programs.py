@@ -1,7 +1,7 @@
 """Plain ``torch.distributed`` programs give the same output on emulated ranks and under torchrun.
 
 The same launch also runs ``x_labs_parallel.py``: Chapter 17b's SP, ring attention, Ulysses and
-EP code against single-process references, both ways.
+EP code and its 4-D training step against single-process references, both ways.
 
 ``tests/dist_programs/p*.py`` are ordinary client programs (no ``labs`` import).  They run once
 on 4 emulated ranks (``labs.dist.run``, in this process) and once under
@@ -63,8 +63,9 @@ def test_emulated_runs_every_program(emulated):
         assert heads == [f"=== {p}" for p in [*PROGRAMS, "x_labs_parallel.py"]]
     assert "ring got [30.0, 31.0, 32.0]" in emulated[0]
     assert "recv_object_list [{'a': 1}, (2, 3)]" in emulated[0]
-    checks = [x for x in emulated[0] if x.startswith(("SP ", "ring [", "ulysses", "EP "))]
-    assert len(checks) == 4 and all("False" not in x for x in checks), checks
+    prefixes = ("SP ", "ring [", "ulysses", "EP ", "MESH ")
+    checks = [x for x in emulated[0] if x.startswith(prefixes)]
+    assert len(checks) == 6 and all("False" not in x for x in checks), checks
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="torchrun with gloo on Linux/macOS")

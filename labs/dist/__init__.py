@@ -37,28 +37,45 @@ Ordinary ``torch.distributed`` programs run unchanged on emulated ranks with
 ``python -m labs.dist.run --nproc_per_node 4 script.py`` (:mod:`labs.dist.run`), which swaps in
 these functions for torch's while the script runs: process-group set-up, subgroups,
 ``P2POp`` / ``batch_isend_irecv``, ``all_to_all_single`` with uneven splits and the object
-collectives are in :mod:`labs.dist.compat`.  ``launch(..., per_rank_rng=True)`` gives every rank
-its own torch, numpy and ``random`` state, as separate processes have (``labs/dist/_rng.py``).
+collectives are in :mod:`labs.dist.compat`.  Every rank has its own torch, numpy and ``random``
+state, as separate processes have (``labs/dist/_rng.py``): seed it inside the rank's program.
 
 Emulator semantics worth knowing: ``send`` / ``isend`` copy the tensor and return at once
 (buffered, like a small NCCL or MPI message); ``recv`` blocks until the matching message
 arrived; messages between two ranks with the same tag arrive in order; ``recv(src=None)`` takes
 the oldest message from any rank.  Collectives complete when the last member of the group
-arrives.  Ranks are threads: Python code of different ranks does not run in parallel, and
-every call costs some tens of microseconds of thread switching whatever the tensor size
+arrives.  Ranks are threads that take turns: one rank at a time runs its own code (so that
+each has its own random state), and every call costs some tens of microseconds of thread switching whatever the tensor size
 (``benchmarks/bench_allreduce.py`` measures it; ``_sched.py`` explains how the ranks are
 scheduled).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from . import _emulator as _emu
-from . import _launch, _ops, _p2p, alpha_beta, compat, trace
+from . import _launch, _p2p, alpha_beta, compat, trace
 from . import _torchrun as _tr
+from ._api import (
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    all_to_all,
+    barrier,
+    broadcast,
+    gather,
+    irecv,
+    isend,
+    recv,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_tensor,
+    region,
+    scatter,
+    send,
+)
 from ._common import ReduceOp, Work
 from ._emulator import (
     CollectiveMismatchError,
@@ -161,7 +178,7 @@ def launch(
     world_size: int,
     *args: Any,
     timeout: float = DEFAULT_TIMEOUT,
-    per_rank_rng: bool = False,
+    per_rank_rng: bool = True,
     **kwargs: Any,
 ) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` once per rank; return the per-rank results (index = rank).
@@ -175,10 +192,14 @@ def launch(
             once, without waiting).  Under torchrun: the collective timeout of the process group.
             ``launch`` consumes ``timeout=``; if ``fn`` itself takes an argument named
             ``timeout``, bind it first (``functools.partial(fn, timeout=...)``).
-        per_rank_rng: keyword-only.  Emulated: give every rank its own torch, numpy and
-            ``random`` state, as separate processes have (``torch.manual_seed(rank)`` then gives
-            the numbers it gives under torchrun); the ranks then run user code one at a time
-            (see ``labs/dist/_rng.py``).  Under torchrun: ignored (processes have their own).
+        per_rank_rng: keyword-only.  Emulated: every rank has its own torch, numpy and
+            ``random`` state, as separate processes have: each starts from a fresh process's
+            state (torch's default seed; numpy and ``random`` seeded from the OS), and
+            ``torch.manual_seed(rank)`` gives the numbers it gives under torchrun.  The ranks
+            run user code one at a time, swapping the states at every switch (a few
+            microseconds each, see ``labs/dist/_rng.py``).  ``False``: the ranks share the
+            caller's generators and run side by side (the numbers then depend on thread
+            timing).  Under torchrun: ignored (processes have their own).
 
     Returns:
         Emulated: ``[fn's value on rank 0, ..., on rank world_size-1]``.  Under torchrun: a
@@ -253,161 +274,3 @@ def new_group(ranks: list[int] | None = None, **kwargs: Any) -> Any:
     if ctx is None:
         return _tr.new_group(ranks)
     return _p2p.new_group(ctx, ranks)
-
-
-def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
-         group_dst: int | None = None) -> None:  # fmt: skip
-    """Send ``tensor`` to rank ``dst``.  Emulated: buffered (copies the data and returns)."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.send(tensor, dst, group, tag, group_dst)
-    _p2p.send(ctx, tensor, dst, group, tag, group_dst)
-    return None
-
-
-def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
-         group_src: int | None = None) -> int:  # fmt: skip
-    """Receive into ``tensor`` (in place) from ``src`` (any rank if None); return the sender."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.recv(tensor, src, group, tag, group_src)
-    return _p2p.recv(ctx, tensor, src, group, tag, group_src)
-
-
-def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
-          group_dst: int | None = None) -> Work:  # fmt: skip
-    """Start sending ``tensor`` to ``dst``; returns a :class:`Work` (don't modify before wait)."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.isend(tensor, dst, group, tag, group_dst)
-    return _p2p.isend(ctx, tensor, dst, group, tag, group_dst)
-
-
-def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
-          group_src: int | None = None) -> Work:  # fmt: skip
-    """Start receiving into ``tensor``; ``wait()`` on the returned :class:`Work` fills it."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.irecv(tensor, src, group, tag, group_src)
-    return _p2p.irecv(ctx, tensor, src, group, tag, group_src)
-
-
-def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: bool = False,
-              group_src: int | None = None) -> Work | None:  # fmt: skip
-    """Copy ``tensor`` of rank ``src`` into ``tensor`` of every rank of the group."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.broadcast(tensor, src, group, async_op, group_src)
-    return _ops.broadcast(ctx, tensor, src, group, async_op, group_src)
-
-
-def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None,
-               async_op: bool = False) -> Work | None:  # fmt: skip
-    """Replace ``tensor`` on every rank by ``op`` over the group's tensors (same shape)."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.all_reduce(tensor, op, group, async_op)
-    return _ops.all_reduce(ctx, tensor, op, group, async_op)
-
-
-def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: Any = None,
-           async_op: bool = False, group_dst: int | None = None) -> Work | None:  # fmt: skip
-    """Like :func:`all_reduce`, but only rank ``dst``'s tensor receives the result."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.reduce(tensor, dst, op, group, async_op, group_dst)
-    return _ops.reduce(ctx, tensor, dst, op, group, async_op, group_dst)
-
-
-def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None,
-               async_op: bool = False) -> Work | None:  # fmt: skip
-    """Fill ``tensor_list[i]`` with group rank i's ``tensor`` (list length = group size)."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.all_gather(tensor_list, tensor, group, async_op)
-    return _ops.all_gather(ctx, tensor_list, tensor, group, async_op)
-
-
-def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None,
-                           async_op: bool = False) -> Work | None:  # fmt: skip
-    """Concatenate the group's ``input_tensor`` (in rank order) into ``output_tensor``.
-
-    ``output_tensor`` holds group-size times as many elements as ``input_tensor``.
-    """
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
-    return _ops.all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op)
-
-
-def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int | None = None,
-           group: Any = None, async_op: bool = False,
-           group_dst: int | None = None) -> Work | None:  # fmt: skip
-    """Rank ``dst`` receives every rank's ``tensor`` into ``gather_list`` (None elsewhere)."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.gather(tensor, gather_list, dst, group, async_op, group_dst)
-    return _ops.gather(ctx, tensor, gather_list, dst, group, async_op, group_dst)
-
-
-def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int | None = None,
-            group: Any = None, async_op: bool = False,
-            group_src: int | None = None) -> Work | None:  # fmt: skip
-    """Group rank i receives ``scatter_list[i]`` of rank ``src`` into ``tensor``."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.scatter(tensor, scatter_list, src, group, async_op, group_src)
-    return _ops.scatter(ctx, tensor, scatter_list, src, group, async_op, group_src)
-
-
-def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM,
-                   group: Any = None, async_op: bool = False) -> Work | None:  # fmt: skip
-    """Group rank j receives ``op`` over every rank's ``input_list[j]`` into ``output``."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.reduce_scatter(output, input_list, op, group, async_op)
-    return _ops.reduce_scatter(ctx, output, input_list, op, group, async_op)
-
-
-def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,
-                          async_op: bool = False) -> Work | None:  # fmt: skip
-    """Reduce ``input`` (group-size x ``output`` elements) over ranks; rank j keeps slice j."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.reduce_scatter_tensor(output, input, op, group, async_op)
-    return _ops.reduce_scatter_tensor(ctx, output, input, op, group, async_op)
-
-
-def all_to_all(output_tensor_list: list[Any], input_tensor_list: list[Any], group: Any = None,
-               async_op: bool = False) -> Work | None:  # fmt: skip
-    """Rank j's ``output_tensor_list[i]`` receives rank i's ``input_tensor_list[j]``."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.all_to_all(output_tensor_list, input_tensor_list, group, async_op)
-    return _ops.all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op)
-
-
-def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:
-    """Return once every rank of the group has called ``barrier``."""
-    ctx = _emu.current()
-    if ctx is None:
-        return _tr.barrier(group, async_op)
-    return _ops.barrier(ctx, group, async_op)
-
-
-@contextlib.contextmanager
-def region(name: str) -> Iterator[None]:
-    """Record the enclosed code as a compute span named ``name`` in the emulated trace.
-
-    Timelines (:meth:`Trace.timeline`, :func:`labs.dist.alpha_beta.predict`) then show compute
-    beside communication.  Outside an emulated rank it does nothing.
-    """
-    ctx = _emu.current()
-    if ctx is None:
-        yield
-        return
-    t0 = ctx.now()
-    try:
-        yield
-    finally:
-        ctx.record(name, (), 0, 0, t0, (ctx.rank,), "compute", 0)

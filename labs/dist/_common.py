@@ -91,11 +91,13 @@ def as_tensor(x: Any, rank: int, fn: str, what: str = "tensor") -> torch.Tensor:
 
     Raises:
         TypeError: ``x`` is neither a ``torch.Tensor`` nor a ``numpy.ndarray``.
-        ValueError: ``x`` is not contiguous, is read-only, or has a dtype torch lacks.
+        ValueError: ``x`` is not contiguous (:class:`ArgumentError`, also a ``RuntimeError``
+            as gloo's), is read-only, or has a dtype torch lacks.
     """
     if isinstance(x, torch.Tensor):
-        if not x.is_contiguous():
-            raise ValueError(
+        if not x.is_contiguous():  # gloo raises in send/recv, and most of its collectives
+            # read a strided view as if it were dense (silently wrong): an error is kinder
+            raise ArgumentError(
                 f"rank {rank}: {fn}: {what} must be contiguous, got shape {tuple(x.shape)} with "
                 f"strides {x.stride()}; pass x.contiguous() (and copy the result back if needed)"
             )
@@ -127,7 +129,7 @@ def tensor_list(xs: Any, n: int, rank: int, fn: str, what: str) -> list[torch.Te
     if not isinstance(xs, list | tuple):
         raise TypeError(f"rank {rank}: {fn}: {what} must be a list, got {type(xs).__name__}")
     if len(xs) != n:
-        raise ValueError(
+        raise ArgumentError(
             f"rank {rank}: {fn}: {what} must hold one tensor per rank of the group: expected "
             f"length {n}, got {len(xs)}"
         )
@@ -143,7 +145,7 @@ def same_layout(ts: list[torch.Tensor], ref: torch.Tensor, rank: int, fn: str, w
     """Require every tensor in ``ts`` to have the shape and dtype of ``ref``."""
     for i, t in enumerate(ts):
         if t.shape != ref.shape or t.dtype != ref.dtype:
-            raise ValueError(
+            raise ArgumentError(
                 f"rank {rank}: {fn}: {what}[{i}] must match the input tensor: expected "
                 f"{shape_dtype(ref)}, got {shape_dtype(t)}"
             )

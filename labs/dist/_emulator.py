@@ -100,10 +100,11 @@ class _Wait:
     lock) and a private lock, held until another rank makes the predicate true and releases it
     (waking exactly the ranks that can proceed, without a shared condition variable)."""
 
-    __slots__ = ("desc", "ready", "since", "gate")
+    __slots__ = ("desc", "ready", "since", "gate", "turn")
 
     def __init__(self, desc: Callable[[], str], ready: Callable[[], bool]):
         self.desc, self.ready, self.since = desc, ready, time.perf_counter()
+        self.turn = True  # serial runs: wake with the turn to run user code (see World.sleep)
         self.gate = threading.Lock()
         self.gate.acquire()
 
@@ -195,7 +196,7 @@ class World:
             if type(st) is _Wait and (failed or st.ready()):
                 self.state[r] = None
                 self.n_blocked -= 1
-                if self.serial and not failed:
+                if self.serial and not failed and st.turn:
                     self.grant_baton(r, st.gate)  # it wakes up when the baton reaches it
                 else:
                     st.gate.release()
@@ -209,9 +210,14 @@ class World:
         """One line per rank: running, finished, or what it waits for (lock held)."""
         now = time.perf_counter()
         lines = []
+        with self.baton_lock:
+            queued, owner = {r for r, _ in self.baton_queue}, self.baton_owner
         for r, st in enumerate(self.state):
             if st is _DONE:
                 lines.append(f"  rank {r}: finished (its function returned)")
+            elif st is None and r in queued:
+                lines.append(f"  rank {r}: waiting for its turn to run (one rank at a time, for "
+                             f"per-rank random state; rank {owner} has the turn)")  # fmt: skip
             elif st is None:
                 lines.append(f"  rank {r}: running Python code (not inside a labs.dist call)")
             else:
@@ -257,18 +263,21 @@ class World:
 
         ``pinned``: sleep on one CPU (``_sched.acquire_pinned``); large collectives whose
         members wake up to reduce short parts in parallel ask for it (see ``_sched.py``).
+        In serial runs a rank gives up its turn while it sleeps and wakes with it again, unless
+        ``st.turn`` is False (the members of a large all-reduce wake to reduce their parts side
+        by side, and take their turn when the collective is done).
         """
         if st is None:
             return
         if not st.gate.acquire(False):
             ctx = current() if self.serial else None
-            if ctx is not None:
+            if ctx is not None and ctx.has_baton:
                 self.give_baton(ctx)  # let another rank run while this one waits
             if self.cpus is not None and (pinned or self.pin_all):
                 acquire_pinned(st.gate, self.cpus)
             else:
                 st.gate.acquire()
-            if ctx is not None and self.error is None:  # woken by grant_baton: we own it
+            if ctx is not None and st.turn and self.error is None:  # woken by grant_baton
                 ctx.has_baton = True
                 ctx.rng.restore()
         if self.error is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ._common import Work, as_tensor, shape_dtype
+from ._common import ArgumentError, Work, as_tensor, shape_dtype
 from ._p2p import members_only, resolve_group, resolve_peer
 
 
@@ -29,7 +29,7 @@ def _splits(sizes: Any, n: int, rows: int, rank: int, fn: str, what: str) -> lis
         return [rows // n] * n
     sizes = [int(s) for s in sizes]
     if len(sizes) != n or any(s < 0 for s in sizes) or sum(sizes) != rows:
-        raise ValueError(
+        raise ArgumentError(
             f"rank {rank}: {fn}: {what} must be {n} non-negative sizes summing to dim 0 of the "
             f"tensor ({rows}), got {sizes}"
         )

@@ -40,12 +40,12 @@ def _rank_error(rank: int, err: BaseException) -> BaseException:
 
 
 def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, timeout: float,
-        per_rank_rng: bool = False):  # fmt: skip
+        per_rank_rng: bool = True):  # fmt: skip
     """Run ``fn(*args, **kwargs)`` on ``world_size`` threads; see :func:`labs.dist.launch`."""
     if per_rank_rng:  # the ranks' torch states pass through the one global generator
         caller_state = torch.default_generator.get_state()
         try:
-            with _rng.patched_modules():
+            with _rng.patched_modules(), _rng.patched_sleep():
                 return _run(fn, world_size, args, kwargs, timeout, True)
         finally:
             torch.default_generator.set_state(caller_state)

@@ -182,7 +182,7 @@ def all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op):
     out = as_tensor(output_tensor, ctx.rank, fn, "output_tensor")
     p = g.size()
     if out.numel() != p * t.numel() or out.dtype != t.dtype:
-        raise ValueError(
+        raise ArgumentError(
             f"rank {ctx.rank}: {fn}: output_tensor must hold group size ({p}) x the input "
             f"({shape_dtype(t)}): expected {p * t.numel()} elements of {t.dtype}, got "
             f"{shape_dtype(out)}"
@@ -213,6 +213,11 @@ def gather(ctx, tensor, gather_list, dst, group, async_op, group_dst):
         if gather_list is None:
             raise ValueError(f"rank {ctx.rank}: gather: the dst rank must pass gather_list")
         outs = tensor_list_checked(ctx, gather_list, g, t, "gather", "gather_list")
+    elif gather_list:  # torch's rule: a clear error rather than a list that is ignored
+        raise ValueError(
+            f"rank {ctx.rank}: gather: Argument ``gather_list`` must NOT be specified on "
+            f"non-destination ranks (dst is rank {root}); pass None"
+        )
 
     def compute(es):
         _gather_rows(es[r][0], [x for _, x in es])
@@ -234,6 +239,11 @@ def scatter(ctx, tensor, scatter_list, src, group, async_op, group_src):
         if scatter_list is None:
             raise ValueError(f"rank {ctx.rank}: scatter: the src rank must pass scatter_list")
         ins = tensor_list_checked(ctx, scatter_list, g, t, "scatter", "scatter_list")
+    elif scatter_list:  # torch's rule: a clear error rather than a list that is ignored
+        raise ValueError(
+            f"rank {ctx.rank}: scatter: Argument ``scatter_list`` must NOT be specified on "
+            f"non-source ranks (src is rank {root}); pass None"
+        )
 
     def compute(es):
         _gather_rows([x for x, _ in es], es[r][1])
@@ -275,7 +285,7 @@ def reduce_scatter_tensor(ctx, output, input, op, group, async_op):
     check_avg(out, op, ctx.rank, fn)
     p = g.size()
     if inp.numel() != p * out.numel() or inp.dtype != out.dtype:
-        raise ValueError(
+        raise ArgumentError(
             f"rank {ctx.rank}: {fn}: input must hold group size ({p}) x the output "
             f"({shape_dtype(out)}): expected {p * out.numel()} elements of {out.dtype}, got "
             f"{shape_dtype(inp)}"

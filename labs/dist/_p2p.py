@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ._common import Work, as_tensor, shape_dtype
+from ._common import ArgumentError, Work, as_tensor, shape_dtype
 from ._emulator import Group, _Msg
 from ._rank import RankContext
 
@@ -20,14 +20,14 @@ class NotMember(Exception):
     :func:`members_only`."""
 
 
-# torch's rule for a rank outside the group: warn and do nothing.  labs.dist.run (drop-in
-# torch.distributed programs) turns it on; by default the emulator raises, which finds the bug.
-TORCH_NON_MEMBER = False
+# torch's rule for a rank outside the group: warn and do nothing (recv returns -1), as torch
+# does.  Set it to False to make such a call raise instead, which finds the bug at once.
+TORCH_NON_MEMBER = True
 
 
 def members_only(fn: Callable) -> Callable:
-    """An operation on a group the calling rank does not belong to raises ``ValueError``, or,
-    with :data:`TORCH_NON_MEMBER` (as in torch), warns and returns None (``recv``: -1)."""
+    """An operation on a group the calling rank does not belong to warns and returns None
+    (``recv``: -1), as in torch; with :data:`TORCH_NON_MEMBER` False it raises ``ValueError``."""
 
     @functools.wraps(fn)
     def wrapper(ctx: RankContext, *args: Any, **kwargs: Any) -> Any:
@@ -84,7 +84,7 @@ def resolve_peer(ctx: RankContext, g: Group, peer: Any, group_peer: Any, fn: str
         return g.ranks[group_peer]
     n = ctx.world.size
     if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < n:
-        raise ValueError(
+        raise ArgumentError(
             f"rank {ctx.rank}: {fn}: {name} must be a rank in [0, {n - 1}] (world size {n}), "
             f"got {peer!r}"
         )

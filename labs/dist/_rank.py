@@ -229,6 +229,8 @@ class RankContext:
             """Claim unfinished parts until none is left, then wait for the others."""
             with w.lock:
                 st = w.wait_for(self.rank, waiting, lambda: slot.ready)
+                if st is not None:
+                    st.turn = False  # reduce parts beside the others, whoever has the turn
             w.sleep(st, pin)
             while True:
                 with w.lock:
@@ -250,7 +252,11 @@ class RankContext:
                         w.wake()
             with w.lock:
                 st = w.wait_for(self.rank, lambda: f"{desc()} (other ranks' parts)", slot.is_done)
+                if st is not None:
+                    st.turn = False
             w.sleep(st, pin)
+            if w.serial and not self.has_baton:
+                w.take_baton(self)  # back to user code: one rank at a time
 
         return work
 

@@ -1,26 +1,34 @@
-"""Per-rank random state for emulated ranks (``launch(..., per_rank_rng=True)``).
+"""Per-rank random state for emulated ranks (the default of :func:`labs.dist.launch`).
 
 Under torchrun every rank is a process with its own random number generators, so a program
 that calls ``torch.manual_seed(rank)`` gets one stream per rank.  Emulated ranks are threads of
-one process and would share them.  With ``per_rank_rng`` each rank gets its own:
+one process and would share them.  So each rank gets its own (``per_rank_rng=False`` turns
+this off):
 
 * **torch**: ``torch.default_generator`` is one object in C++, used by every torch op, so only
   one rank at a time may run user code (the ranks pass a *baton*, see ``World.take_baton``),
   and at each hand-over the generator's state is saved for the rank that stops and restored
   for the rank that resumes (``get_state`` + ``set_state``: a few microseconds per switch,
   ``benchmarks/bench_allreduce.py`` measures it).  Every rank starts from the state of a fresh
-  process (torch's default seed), as under torchrun.
+  process (torch's default seed), as under torchrun.  CUDA generators are not swapped:
+  emulated ranks are meant for the CPU (under torchrun each process has its own anyway).
 * **numpy.random** and **random**: their module-level functions (``np.random.seed``,
   ``np.random.rand``, ``random.random``, ...) are replaced, for the duration of the launch, by
   functions that call this rank's own ``RandomState`` / ``Random`` (threads that are not ranks
   keep the originals).  Code that bound a function before the launch
   (``from random import random``) keeps the shared one.
+
+A rank that calls ``time.sleep`` gives up its turn while it sleeps (:func:`patched_sleep`), so
+ranks that sleep to stand in for work still overlap in time, as processes do.  A rank that loops
+in its own code, or blocks on something other than a ``labs.dist`` call, keeps the turn: the
+others wait, and a timeout names the rank that has it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +37,7 @@ import torch
 
 from . import _emulator as _emu
 
-__all__ = ["RankRandom", "patched_modules"]
+__all__ = ["RankRandom", "patched_modules", "patched_sleep"]
 
 _FRESH_TORCH_STATE = torch.Generator().get_state()  # torch's default seed, as in a new process
 
@@ -83,3 +91,27 @@ def patched_modules() -> Iterator[None]:
     finally:
         for mod, name, orig in saved:
             setattr(mod, name, orig)
+
+
+_real_sleep = time.sleep
+
+
+def _sleep(secs: float) -> None:
+    ctx = _emu.current()
+    if ctx is None or not ctx.has_baton:
+        return _real_sleep(secs)
+    ctx.world.give_baton(ctx)  # let the other ranks run meanwhile
+    try:
+        _real_sleep(secs)
+    finally:
+        ctx.world.take_baton(ctx)
+
+
+@contextlib.contextmanager
+def patched_sleep() -> Iterator[None]:
+    """Make ``time.sleep`` in an emulated rank give up the rank's turn while it sleeps."""
+    time.sleep = _sleep
+    try:
+        yield
+    finally:
+        time.sleep = _real_sleep

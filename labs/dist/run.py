@@ -11,9 +11,9 @@ line a rank prints is prefixed with ``[default<rank>]:`` (one rank's lines stay 
 ranks' outputs are printed one after the other when the run ends).
 
 Each rank has its own torch, numpy and ``random`` state (``launch(..., per_rank_rng=True)``),
-so ``torch.manual_seed(rank)`` gives the numbers it gives under torchrun.  Scripts should take
-their rank from ``torch.distributed.get_rank()`` (the environment variables
-``RANK``/``LOCAL_RANK`` are one per process, and the emulated ranks share a process).
+so ``torch.manual_seed(rank)`` gives the numbers it gives under torchrun, and its own
+``os.environ`` with the variables torchrun sets (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ...; see :mod:`labs.dist._env`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import torch.distributed as tdist
 
 from . import _emulator as _emu
-from . import _p2p
+from . import _env
 
 # torch.distributed names that labs.dist implements with torch's signature
 PATCHED = (
@@ -72,7 +72,6 @@ def patched_torch_distributed() -> Iterator[None]:
     from labs import dist
 
     saved = {name: getattr(tdist, name) for name in PATCHED if hasattr(tdist, name)}
-    _p2p.TORCH_NON_MEMBER = True  # a rank outside a group: warn and do nothing, as torch does
     try:
         for name in PATCHED:
             if name in DEPRECATED and hasattr(tdist, DEPRECATED[name]):  # torch warns too
@@ -81,7 +80,6 @@ def patched_torch_distributed() -> Iterator[None]:
                 setattr(tdist, name, getattr(dist, name))
         yield
     finally:
-        _p2p.TORCH_NON_MEMBER = False
         for name, f in saved.items():
             setattr(tdist, name, f)
 
@@ -120,7 +118,7 @@ def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: fl
     sys.argv = [path, *(argv or [])]
     sys.stdout = out
     try:
-        with patched_torch_distributed():
+        with patched_torch_distributed(), _env.rank_environ(nproc):
             dist.launch(lambda: runpy.run_path(path, run_name="__main__"), nproc, timeout=timeout,
                         per_rank_rng=True)  # fmt: skip
     finally:

@@ -131,7 +131,7 @@ def _shift(t: torch.Tensor, recv_shape, group, me: int, p: int):
 
 class _RingAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, ranges, group):
+    def forward(ctx, q, k, v, causal, ranges, group, overlap):
         p, me = dist.get_world_size(group), dist.get_rank(group)
         scale = 1.0 / math.sqrt(q.shape[-1])
         acc_t = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -148,6 +148,9 @@ class _RingAttention(torch.autograd.Function):
             if step < p - 1:  # start passing the block on before computing with it
                 n_next = pos[(me - step - 1) % p].numel()
                 nxt, works = _shift(kv, (2, b, h, n_next, kv.shape[-1]), group, me, p)
+                if not overlap:  # for comparison: finish the transfer before computing
+                    for w in works:
+                        w.wait()
             with dist.region("attention"):
                 for qr, kr, masked, _ in _pairs(ranges[me], ranges[src], causal):
                     s = _block_scores(qa[:, :, qr], kv[0][:, :, kr], pos[me][qr], pos[src][kr],
@@ -201,11 +204,11 @@ class _RingAttention(torch.autograd.Function):
                 w.wait()
             pack = nxt  # after the last shift: only this rank's own dK, dV
         dk, dv = pack[-2], pack[-1]
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None, None
 
 
 def ring_attention(q, k, v, causal: bool = False, layout: str = "contiguous",
-                   seq_len: int | None = None, group=None) -> torch.Tensor:  # fmt: skip
+                   seq_len: int | None = None, group=None, overlap: bool = True) -> torch.Tensor:  # fmt: skip
     """Attention of this rank's queries to the keys/values of all ranks of ``group``.
 
     Args:
@@ -216,6 +219,10 @@ def ring_attention(q, k, v, causal: bool = False, layout: str = "contiguous",
         seq_len: total sequence length; by default inferred as ``n_local`` times the group size
             (pass it when the length is not divisible by the group size).
         group: the context-parallel group (the world by default).
+        overlap: start each forward step's send/recv before its compute and wait after it
+            (default); ``False`` waits first, to measure what the overlap saves
+            (``benchmarks/bench_ring_attention.py``).  The backward pass sends the gradient
+            accumulators after computing them, so it does not overlap either way.
 
     Returns:
         This rank's attention output ``(batch, heads, n_local, head_dim)``; differentiable
@@ -232,4 +239,4 @@ def ring_attention(q, k, v, causal: bool = False, layout: str = "contiguous",
                 f"ranks), so {name} must be (batch, heads, {n_me}, head_dim); got "
                 f"{tuple(t.shape)}"
             )
-    return _RingAttention.apply(q, k, v, causal, ranges, group)
+    return _RingAttention.apply(q, k, v, causal, ranges, group, overlap)

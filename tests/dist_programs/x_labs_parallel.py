@@ -1,4 +1,5 @@
-"""labs.parallel under torch.distributed: SP, ring attention, Ulysses and EP against references.
+"""labs.parallel under torch.distributed: SP, ring attention, Ulysses, EP and the 4-D training step
+(``labs.parallel.mesh_train``) against references.
 
 Not one of the plain client programs (it imports labs): it checks that the code of Chapter 17b
 runs unchanged under torchrun.  Every rank builds the same full tensors (same seed), runs its
@@ -10,9 +11,10 @@ import torch.distributed as dist
 
 from labs import gpt
 from labs.attention import naive_attention
-from labs.parallel import moe, ulysses
+from labs.parallel import mesh_train, moe, ulysses
 from labs.parallel import ring_attention as ra
 from labs.parallel import sequence_parallel as sp
+from labs.parallel.mesh import Mesh
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -74,4 +76,20 @@ own = full.experts[rank * per : (rank + 1) * per]
 print("EP output", close(ye, full(xs[rank])[0]), "router grad", close(g, full.router.weight.grad),
       "expert grads", all(close(a.fc1.weight.grad, b.fc1.weight.grad) for a, b in
                           zip(layer.experts, own)), "dropped", stats["dropped"])  # fmt: skip
+
+# the 4-D training step on two meshes of 4 ranks: TP (with SP) x CP, and PP x DP
+model = mesh_train.tiny_gpt()
+gen = torch.Generator().manual_seed(1)
+idx, tgt = (torch.randint(0, 11, (4, 12), generator=gen) for _ in range(2))
+ref = mesh_train.reference_step(model, idx, tgt)
+for dims, mbs in (
+    ({"tp": 2, "cp": 2, "pp": 1, "dp": 1}, 1),
+    ({"tp": 1, "cp": 1, "pp": 2, "dp": 2}, 2),
+):
+    out = mesh_train.mesh_step(model, Mesh(dims), idx, tgt, micro_batches=mbs)
+    t = out["coords"]["tp"]
+    shards = [close(out[k][n], mesh_train.shard_of(n, ref[k][n], t, dims["tp"]))
+              for k in ("grads", "params") for n in out[k]]  # fmt: skip
+    print("MESH", " ".join(f"{k}{v}" for k, v in dims.items()), "loss",
+          close(out["loss"], ref["loss"]), "grads and weights", all(shards))  # fmt: skip
 dist.destroy_process_group()
