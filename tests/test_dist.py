@@ -477,12 +477,13 @@ def test_ranks_released_together_do_not_wait_for_each_others_own_code(sleeper):
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="needs Linux and at least two CPUs",
 )
-def test_ranks_sleep_pinned_only_in_large_collectives_with_short_parts(monkeypatch):
+def test_ranks_sleep_pinned_where_it_pays(monkeypatch):
     """labs.dist._sched: a rank waiting in an all-reduce of >= 1 MiB whose parts are short
-    (<= PIN_PART_BYTES) sleeps on one CPU; one waiting in a small all-reduce, or in a large one
-    with long parts, does not (unless World.pin_all); its own code (and the torch thread pools
-    it starts) keeps every CPU; rank threads are SCHED_BATCH; LABS_DIST_PIN=0 turns pinning and
-    SCHED_BATCH off."""
+    (<= PIN_PART_BYTES) sleeps on one CPU, and so does a rank that hands its turn to the next
+    (ranks taking turns, the default); one waiting to reduce long parts does not, nor, with
+    ranks side by side (``per_rank_rng=False``), one in a small all-reduce (unless
+    World.pin_all); its own code (and the torch thread pools it starts) keeps every CPU; rank
+    threads are SCHED_BATCH; LABS_DIST_PIN=0 turns pinning and SCHED_BATCH off."""
     from labs.dist._emulator import World
 
     everywhere = os.sched_getaffinity(0)
@@ -503,18 +504,25 @@ def test_ranks_sleep_pinned_only_in_large_collectives_with_short_parts(monkeypat
                 seen.append(os.sched_getaffinity(0))
         return os.sched_getscheduler(0)
 
-    def run():
+    def run(per_rank_rng=True):
         seen.clear()
         for v in asleep.values():
             v.clear()
-        return dist.launch(prog, 3)
+        return dist.launch(prog, 3, per_rank_rng=per_rank_rng)
 
+    # ranks taking turns (per-rank random state, the default) hand the turn over on one CPU
     assert run() == [os.SCHED_BATCH] * 3
-    assert all(masks == [everywhere] * 2 for masks in asleep["small"]), asleep
+    assert all(masks == home for masks in asleep["small"]), asleep
     assert all(masks == home for masks in asleep["short parts"]), asleep
     assert all(masks == [everywhere] * 2 for masks in asleep["long parts"]), asleep
     assert all(mask == everywhere for mask in seen)
     assert os.sched_getaffinity(0) == everywhere  # the caller is untouched
+
+    assert run(per_rank_rng=False) == [os.SCHED_BATCH] * 3  # ranks side by side
+    assert all(masks == [everywhere] * 2 for masks in asleep["small"]), asleep
+    assert all(masks == home for masks in asleep["short parts"]), asleep
+    assert all(masks == [everywhere] * 2 for masks in asleep["long parts"]), asleep
+    assert all(mask == everywhere for mask in seen)
 
     monkeypatch.setattr(World, "pin_all", True)
     run()

@@ -17,6 +17,7 @@ The per-rank side (``RankContext``: sending, receiving, arriving at a collective
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections import defaultdict, deque
@@ -271,9 +272,17 @@ class World:
             return
         if not st.gate.acquire(False):
             ctx = current() if self.serial else None
+            handover = ctx is not None and ctx.has_baton and st.turn and self.cpus is not None
+            if handover:  # hand the turn over on one CPU: the next rank wakes where we sleep
+                os.sched_setaffinity(0, self.cpus[1])
             if ctx is not None and ctx.has_baton:
                 self.give_baton(ctx)  # let another rank run while this one waits
-            if self.cpus is not None and (pinned or self.pin_all):
+            if handover:
+                try:
+                    st.gate.acquire()
+                finally:
+                    os.sched_setaffinity(0, self.cpus[0])
+            elif self.cpus is not None and (pinned or self.pin_all):
                 acquire_pinned(st.gate, self.cpus)
             else:
                 st.gate.acquire()

@@ -2,7 +2,8 @@
 
 Every member of an all-reduce of at least 1 MiB wakes up to reduce its part of the buffers, in
 parallel where numpy releases the GIL, so large collectives run on more threads than there are
-cores.  Two settings help there, without touching the ranks' own computation:
+cores, and ranks that take turns hand the turn over many times a call.  Three settings help,
+without touching the ranks' own computation:
 
 * **Sleeping on one CPU, when the parts are short.**  A rank that waits in a large collective
   whose parts are at most ``PIN_PART_BYTES`` sleeps pinned to the lowest CPU this process may
@@ -11,10 +12,18 @@ cores.  Two settings help there, without touching the ranks' own computation:
   of the time.  A rank with a long part is not pinned: woken on the busy CPU, it would first have
   to move before it could work alongside the others.  Nor is a rank waiting in a small
   collective: there the two extra system calls per wait cost more than a cheaper wake-up saves.
+* **Handing the turn over on one CPU.**  Ranks take turns to run their own code (each has its
+  own random state, see ``_rng.py``), so a rank that must wait hands the turn to the next one.
+  It first moves to the lowest CPU, where the next rank sleeps too: the next rank then wakes on
+  the CPU the first one is just leaving, which on a virtual machine costs about 6 us rather
+  than the 25 us of waking a thread on another, idle CPU.  The woken rank unpins itself before
+  it returns to its own code.
 * **SCHED_BATCH for every rank thread.**  A rank woken by another would otherwise preempt the
   waker at once, and ranks reducing their parts side by side would keep preempting each other.
 
-``benchmarks/bench_allreduce.py`` measures these choices side by side.  On the 2-core virtual
+``benchmarks/bench_allreduce.py`` measures these choices side by side.  (The hand-over: a tiny
+4-rank all-reduce went from about 125-165 us to 65-75 us, also below the 65-110 us of ranks
+that run side by side with a shared random state.)  On the 2-core virtual
 machine this book was written on, without them (``LABS_DIST_PIN=0``) a 4-rank all-reduce of
 1 MB took 1.7 to 2 times as long; pinning every wait instead (``World.pin_all``, the policy of
 earlier versions) made a tiny 4-rank all-reduce about 1.3 times slower, and a 2-rank one of
