@@ -36,6 +36,27 @@ def test_ring_attention_equals_full_attention(p, s, causal, layout):
         torch.testing.assert_close(ra.unshard([x[i] for x in res], layout), want)
 
 
+def test_without_overlap_same_result_and_the_wait_comes_before_the_compute():
+    """overlap=False waits for each shard before computing (same numbers); with the overlap, a
+    rank's irecv of the next shard completes after the step's compute (trace order)."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 12, 4, generator=gen) for _ in range(3))
+
+    def program(overlap):
+        r = dist.get_rank()
+        qs, ks, vs = (ra.shard(z, r, 3, "zigzag") for z in (q, k, v))
+        return ra.ring_attention(qs, ks, vs, causal=True, layout="zigzag", overlap=overlap)
+
+    orders = {}
+    for overlap in (True, False):
+        out = dist.launch(program, 3, overlap)
+        torch.testing.assert_close(ra.unshard(out, "zigzag"), naive_attention(q, k, v, causal=True))
+        ops = [x.op for x in dist.last_trace()[0] if x.op in ("irecv", "attention")]
+        orders[overlap] = ops
+    assert orders[True] == ["attention", "irecv", "attention", "irecv", "attention"]
+    assert orders[False] == ["irecv", "attention", "irecv", "attention", "attention"]
+
+
 def test_layouts_and_work():
     assert ra.shard_ranges(8, 2, "zigzag") == [[(0, 2), (6, 8)], [(2, 4), (4, 6)]]
     assert [x.tolist() for x in ra.shard_index(5, 2)] == [[0, 1, 2], [3, 4]]
