@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import _emulator as _emu
+from . import _exchange as _ex
 from . import _ops, _p2p
 from . import _torchrun as _tr
 from ._common import ReduceOp, Work
@@ -151,7 +152,7 @@ def all_to_all(output_tensor_list: list[Any], input_tensor_list: list[Any], grou
     ctx = _emu.current()
     if ctx is None:
         return _tr.all_to_all(output_tensor_list, input_tensor_list, group, async_op)
-    return _ops.all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op)
+    return _ex.all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op)
 
 
 def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:

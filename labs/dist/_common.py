@@ -20,6 +20,10 @@ __all__ = [
 ]
 
 
+class _Abort(BaseException):
+    """Unwinds a rank after another rank failed (not an ``Exception``: user code can't catch it)."""
+
+
 class ReduceOp(enum.Enum):
     """How ``all_reduce``, ``reduce`` and ``reduce_scatter`` combine the ranks' tensors.
 

@@ -20,11 +20,13 @@ import itertools
 import os
 import threading
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._common import _Abort
 from ._sched import acquire_pinned, cpu_masks
+from ._turns import Turns
 from .trace import Trace
 
 if TYPE_CHECKING:
@@ -55,10 +57,6 @@ class CollectiveMismatchError(DistError, ValueError):
 
 class DistTimeoutError(DistError, TimeoutError):
     """The run did not finish within ``launch(..., timeout=...)`` seconds."""
-
-
-class _Abort(BaseException):
-    """Unwinds a rank after another rank failed (not an ``Exception``: user code can't catch it)."""
 
 
 _tls = threading.local()
@@ -142,7 +140,7 @@ class _Msg:
         self.data, self.msg_id, self.order, self.src = data, msg_id, order, src
 
 
-class World:
+class World(Turns):
     """Shared state of one emulated run: mailboxes, collective slots, rank states, the trace."""
 
     pin_all = False  # True: ranks sleep pinned in every wait (the policy of earlier versions;
@@ -151,11 +149,7 @@ class World:
     def __init__(self, world_size: int, serial: bool = False):
         self.size = world_size
         self.lock = threading.Lock()
-        # serial (per-rank random state): one rank at a time runs user code, see _rng.py
-        self.serial = serial
-        self.baton_lock = threading.Lock()
-        self.baton_owner: int | None = None
-        self.baton_queue: deque = deque()  # (rank, gate) waiting for the baton, in order
+        self.init_turns(serial)  # serial: one rank at a time runs user code (see _turns.py)
         self.cpus = cpu_masks()  # (all CPUs, the one CPU pinned sleepers use) or None
         self.error: BaseException | None = None
         self.t0 = time.perf_counter()
@@ -291,49 +285,6 @@ class World:
                 ctx.rng.restore()
         if self.error is not None:
             raise _Abort
-
-    # -- the baton of serial runs (per-rank random state, see _rng.py) ---------------------
-    def take_baton(self, ctx: RankContext) -> None:
-        """(Lock NOT held.) Wait until this rank may run user code; install its random state."""
-        with self.baton_lock:
-            if self.error is not None:
-                raise _Abort
-            gate = None
-            if self.baton_owner is None:
-                self.baton_owner = ctx.rank
-            else:
-                gate = threading.Lock()
-                gate.acquire()
-                self.baton_queue.append((ctx.rank, gate))
-        if gate is not None:
-            gate.acquire()  # give_baton made this rank the owner (or the run failed)
-            if self.error is not None:
-                raise _Abort
-        ctx.has_baton = True
-        ctx.rng.restore()
-
-    def grant_baton(self, rank: int, gate: threading.Lock) -> None:
-        """Release ``gate`` (held by the waiting ``rank``) once the baton is free for it: at
-        once if nobody holds it, else when the ranks queued before it have had their turn.
-        One wake-up per hand-over, not a wake-up and then a wait for the baton."""
-        with self.baton_lock:
-            if self.baton_owner is None:
-                self.baton_owner = rank
-                gate.release()
-            else:
-                self.baton_queue.append((rank, gate))
-
-    def give_baton(self, ctx: RankContext) -> None:
-        """(Lock NOT held.) Save this rank's random state; hand the baton to the next rank."""
-        ctx.rng.save()
-        ctx.has_baton = False
-        with self.baton_lock:
-            if self.baton_queue:
-                rank, gate = self.baton_queue.popleft()
-                self.baton_owner = rank
-                gate.release()
-            else:
-                self.baton_owner = None
 
     def block(self, rank: int, desc: Callable[[], str], ready: Callable[[], bool]) -> None:
         """Wait (lock held, and held again on return) until ``ready()``."""

@@ -1,5 +1,5 @@
-"""Emulated collectives that exchange uneven data: ``all_to_all_single`` and the object
-collectives (``all_gather_object``, ``broadcast_object_list``, ``gather_object``,
+"""Emulated collectives that exchange per-peer data: ``all_to_all``, ``all_to_all_single`` and the
+object collectives (``all_gather_object``, ``broadcast_object_list``, ``gather_object``,
 ``scatter_object_list``).  Called with the caller's ``RankContext``; see ``labs.dist.compat``.
 
 Objects travel pickled, as under ``torch.distributed``: a receiver gets a copy made by
@@ -14,8 +14,50 @@ from typing import Any
 
 import torch
 
-from ._common import ArgumentError, Work, as_tensor, shape_dtype
+from ._common import ArgumentError, Work, as_tensor, shape_dtype, tensor_list
+from ._ops import _collective
 from ._p2p import members_only, resolve_group, resolve_peer
+from ._p2p import nbytes as _nbytes
+
+
+@members_only
+def all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op):
+    fn = "all_to_all"
+    g = resolve_group(ctx, group, fn)
+    p = g.size()
+    outs = tensor_list(output_tensor_list, p, ctx.rank, fn, "output_tensor_list")
+    ins = tensor_list(input_tensor_list, p, ctx.rank, fn, "input_tensor_list")
+    dtype, numel = ins[0].dtype, ins[0].numel()
+    for what, ts in (("output_tensor_list", outs), ("input_tensor_list", ins)):
+        for i, x in enumerate(ts):
+            if x.dtype != dtype:
+                raise ValueError(
+                    f"rank {ctx.rank}: {fn}: {what}[{i}] has dtype {x.dtype}, expected {dtype} "
+                    "(the dtype of input_tensor_list[0])"
+                )
+            if x.numel() != numel:  # gloo's rule (NCCL allows uneven lists)
+                raise ArgumentError(
+                    f"rank {ctx.rank}: {fn}: invalid tensor size at {what}[{i}] (expected "
+                    f"{numel} elements like input_tensor_list[0], got {shape_dtype(x)}); gloo "
+                    "needs equal sizes: use all_to_all_single with split sizes for uneven parts"
+                )
+
+    def compute(es):
+        snap = [[x.clone() for x in lst] for _, lst in es]
+        for j, (olist, _) in enumerate(es):
+            for i in range(p):
+                x, o = snap[i][j], olist[i]
+                if x.numel() != o.numel():
+                    raise ValueError(
+                        f"rank {g.ranks[i]} sends {shape_dtype(x)} to rank {g.ranks[j]}, whose "
+                        f"output_tensor_list[{i}] is {shape_dtype(o)}"
+                    )
+                o.copy_(x.view(o.shape))
+
+    sig = (fn, dtype)
+    desc = lambda: f"all_to_all of {p} x {shape_dtype(ins[0])}"  # noqa: E731
+    nb = sum(_nbytes(x) for x in ins)
+    return _collective(ctx, g, fn, "all_to_all", sig, desc, (outs, ins), compute, async_op, nb)
 
 
 def _splits(sizes: Any, n: int, rows: int, rank: int, fn: str, what: str) -> list[int]:

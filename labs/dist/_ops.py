@@ -306,46 +306,6 @@ def reduce_scatter_tensor(ctx, output, input, op, group, async_op):
 
 
 @members_only
-def all_to_all(ctx, output_tensor_list, input_tensor_list, group, async_op):
-    fn = "all_to_all"
-    g = resolve_group(ctx, group, fn)
-    p = g.size()
-    outs = tensor_list(output_tensor_list, p, ctx.rank, fn, "output_tensor_list")
-    ins = tensor_list(input_tensor_list, p, ctx.rank, fn, "input_tensor_list")
-    dtype, numel = ins[0].dtype, ins[0].numel()
-    for what, ts in (("output_tensor_list", outs), ("input_tensor_list", ins)):
-        for i, x in enumerate(ts):
-            if x.dtype != dtype:
-                raise ValueError(
-                    f"rank {ctx.rank}: {fn}: {what}[{i}] has dtype {x.dtype}, expected {dtype} "
-                    "(the dtype of input_tensor_list[0])"
-                )
-            if x.numel() != numel:  # gloo's rule (NCCL allows uneven lists)
-                raise ArgumentError(
-                    f"rank {ctx.rank}: {fn}: invalid tensor size at {what}[{i}] (expected "
-                    f"{numel} elements like input_tensor_list[0], got {shape_dtype(x)}); gloo "
-                    "needs equal sizes: use all_to_all_single with split sizes for uneven parts"
-                )
-
-    def compute(es):
-        snap = [[x.clone() for x in lst] for _, lst in es]
-        for j, (olist, _) in enumerate(es):
-            for i in range(p):
-                x, o = snap[i][j], olist[i]
-                if x.numel() != o.numel():
-                    raise ValueError(
-                        f"rank {g.ranks[i]} sends {shape_dtype(x)} to rank {g.ranks[j]}, whose "
-                        f"output_tensor_list[{i}] is {shape_dtype(o)}"
-                    )
-                o.copy_(x.view(o.shape))
-
-    sig = (fn, dtype)
-    desc = lambda: f"all_to_all of {p} x {shape_dtype(ins[0])}"  # noqa: E731
-    nb = sum(_nbytes(x) for x in ins)
-    return _collective(ctx, g, fn, "all_to_all", sig, desc, (outs, ins), compute, async_op, nb)
-
-
-@members_only
 def barrier(ctx, group, async_op):
     g = resolve_group(ctx, group, "barrier")
     return _collective(ctx, g, "barrier", "barrier", ("barrier",), _barrier_desc, None,
