@@ -19,16 +19,8 @@ returns a scalar (the tiny GPT of :mod:`labs.gpt`), through :mod:`labs.dist`: ca
 ``dist.launch``.  Everything is fp32 here, so the per-parameter bytes are 4 + 4 + 8 (Adam's two
 moments) rather than 2 + 2 + 12; :func:`zero_bytes_per_rank` takes the byte sizes as arguments.
 
-Sharding rule: every parameter is flattened and zero-padded to a multiple of ``N`` elements; rank
-``r`` owns the ``r``-th of ``N`` equal slices.  So any world size works for any shape (the padding
-is at most ``N - 1`` elements per tensor and is counted in the ledger).
-
-Stage 3 gathers a block's weights just before its forward (a forward pre-hook), frees them after
-it (the storage is resized to 0 bytes, like FSDP), gathers them again when backward reaches the
-block (a hook on the block's output gradient), and reduce-scatters each gradient as soon as
-autograd has accumulated it (``register_post_accumulate_grad_hook``).  The parameters outside
-the blocks (embeddings, final norm, head) form one more unit handled the same way around the
-whole forward.
+How the trainer shards the parameters and when stage 3 gathers and frees them: see
+:mod:`labs.zero_trainer`.
 """
 
 from __future__ import annotations
