@@ -92,7 +92,11 @@ def test_stop_sequences_and_seeds(client):
     assert a == b != c["choices"][0]["text"]
     stop = a[5:7]
     r = client.post("/v1/completions", json={**body, "stop": [stop]}, headers=H).json()
-    assert r["choices"][0] == {**r["choices"][0], "text": a[: a.index(stop)], "finish_reason": "stop"}
+    assert r["choices"][0] == {
+        **r["choices"][0],
+        "text": a[: a.index(stop)],
+        "finish_reason": "stop",
+    }
 
 
 BAD = [  # body, status, param
@@ -127,10 +131,14 @@ def test_every_bad_input_is_a_4xx_json_error(client):
         r = client.post("/v1/completions", content=raw,
                         headers={**H, "content-type": "application/json"})  # fmt: skip
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", raw
-    r = client.post("/v1/completions", content=b"prompt=x", headers={**H, "content-type": "text/plain"})
+    r = client.post(
+        "/v1/completions", content=b"prompt=x", headers={**H, "content-type": "text/plain"}
+    )
     assert r.status_code == 415
     big = json.dumps({"prompt": "x", "junk": "y" * 100_000})
-    r = client.post("/v1/completions", content=big, headers={**H, "content-type": "application/json"})
+    r = client.post(
+        "/v1/completions", content=big, headers={**H, "content-type": "application/json"}
+    )
     assert r.status_code == 413 and len(r.content) < 300  # the junk is not echoed back
     assert client.put("/v1/completions", headers=H).status_code == 405
     after = by_status(client)
@@ -153,7 +161,13 @@ def test_a_poisoned_request_fails_alone(model, monkeypatch):
     with TestClient(app, raise_server_exceptions=False) as c:
 
         def call(name, seed, stream):
-            body = {"prompt": "ab", "max_tokens": 12, "temperature": 0.9, "seed": seed, "stream": stream}
+            body = {
+                "prompt": "ab",
+                "max_tokens": 12,
+                "temperature": 0.9,
+                "seed": seed,
+                "stream": stream,
+            }
             if stream:
                 with c.stream("POST", "/v1/completions", json=body, headers=H) as r:
                     results[name] = (r.status_code, [ln for ln in r.iter_lines() if ln])
@@ -201,7 +215,9 @@ def test_rate_limit_per_key_answers_429_with_retry_after(model):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
     max_leaves=6,
 )
 FIELDS = ["model", "prompt", "messages", "max_tokens", "temperature", "top_p", "stop", "seed",

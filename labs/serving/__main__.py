@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> None:
         docs=args.docs,
     )
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
-    logging.getLogger("labs.serving.access").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    logging.getLogger("labs.serving.access").setLevel(
+        logging.WARNING if args.quiet else logging.INFO
+    )
     GuardedH11.header_timeout = args.header_timeout
     config = uvicorn.Config(
         app,

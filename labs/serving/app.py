@@ -140,7 +140,9 @@ def create_app(
         if engine._thread is None or not engine._thread.is_alive():
             problems.append("engine not running")
         if shared is not None and not await asyncio.to_thread(shared.healthy):
-            problems.append("rate-limit storage unreachable" + (" (failing open)" if fail_open else ""))
+            problems.append(
+                "rate-limit storage unreachable" + (" (failing open)" if fail_open else "")
+            )
         blocking = [p for p in problems if "failing open" not in p]
         body = {"status": "unavailable" if blocking else "ok", "problems": problems,
                 "queue_depth": engine.depth, "running": engine.running}  # fmt: skip

@@ -73,7 +73,9 @@ class Gate:
             if check is None:
                 continue
             ok, wait = (
-                await asyncio.to_thread(check.allow, key) if check is self.shared else check.allow(key)
+                await asyncio.to_thread(check.allow, key)
+                if check is self.shared
+                else check.allow(key)
             )
             if ok is None:
                 raise APIError(503, "rate-limit storage unreachable; retry later", "server_error",
@@ -85,7 +87,9 @@ class Gate:
         if scope["method"] == "POST":
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             if ctype != "application/json":
-                raise APIError(415, f"Content-Type must be application/json, got {ctype or 'none'!r}")
+                raise APIError(
+                    415, f"Content-Type must be application/json, got {ctype or 'none'!r}"
+                )
             length = headers.get("content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
                 raise APIError(413, f"request body over {self.max_body_bytes} bytes",

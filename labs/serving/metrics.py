@@ -41,7 +41,9 @@ class ServiceMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.queue_depth = Gauge("llm_queue_depth", "Requests waiting to join the batch", registry=r)
+        self.queue_depth = Gauge(
+            "llm_queue_depth", "Requests waiting to join the batch", registry=r
+        )
         self.active = Gauge("llm_active_generations", "Requests in the running batch", registry=r)
         self.tokens = Counter("llm_generated_tokens", "Tokens generated", registry=r)
         self.finished = Counter(
