@@ -1,4 +1,4 @@
-"""Tests of labs.roofline: intensity formulas, the roofline, and the measurement helpers."""
+"""Tests of labs.systems.roofline: intensity formulas, the roofline, and the measurement helpers."""
 
 import matplotlib
 
@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from labs import roofline as rl  # noqa: E402
+from labs.systems import roofline as rl  # noqa: E402
 
 
 def test_intensity_formulas():

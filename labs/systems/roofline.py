@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from labs import flops
+from labs.basics import flops
 
 __all__ = [
     "peak_matmul_flops",
