@@ -116,6 +116,7 @@ def create_app(
     off = {"docs_url": None, "redoc_url": None, "openapi_url": None}
     app = FastAPI(title="dlsys tiny GPT", lifespan=lifespan, **({} if docs else off))
     app.state.engine, app.state.metrics = engine, metrics
+    engine.on_step = metrics.batch_size.observe
     app.add_middleware(Gate, keys=api_keys, metrics=metrics, keyed=keyed, shared=shared,
                        max_body_bytes=max_body_bytes)  # fmt: skip
 

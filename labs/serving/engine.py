@@ -162,6 +162,7 @@ class LLMEngine:
         self._stopping = False
         self.steps = self.tokens = self.failures = 0  # counters for /metrics
         self.batch_sizes: list[int] = []  # requests per decode step (last 1000)
+        self.on_step: Callable[[int], None] | None = None  # called with each decode batch size
 
     # -- the public, thread-safe side -------------------------------------------------------
     def encode(self, text: str) -> torch.Tensor:
@@ -254,6 +255,8 @@ class LLMEngine:
             self._run([inner], torch.tensor([inner.tokens]), torch.zeros(1, dtype=torch.long))
         if decode:
             self.batch_sizes = self.batch_sizes[-999:] + [len(decode)]
+            if self.on_step is not None:
+                self.on_step(len(decode))
             ids = torch.tensor([[r.tokens[-1]] for r in decode])
             start = torch.tensor([len(r.tokens) - 1 for r in decode])
             if not self._run(decode, ids, start, isolate=False):
