@@ -21,8 +21,9 @@ Part III, Chapter 5 -- :mod:`labs.peft`
     ``lora`` LoRA and QLoRA layers; ``nf4`` 4-bit NormalFloat with double quantization;
     ``codes`` the code tables (NF4 levels, 8-bit dynamic map).
 Part IV, Chapter 6 -- :mod:`labs.serving`
-    a FastAPI service of the tiny GPT (``python -m labs.serving``): ``app``, ``auth``, ``limits``,
-    ``batcher``, ``metrics``, ``engine``, ``server``, ``loadgen``; and ``hpa``, ``rollout``,
+    an OpenAI-compatible service of the tiny GPT (``python -m labs.serving``): ``app``,
+    ``protocol``, ``gate``, ``auth``, ``limits``, ``metrics``, ``engine`` (Chapter 10's engine),
+    ``static``, ``replay``, ``batcher``, ``server``, ``loadgen``; and ``hpa``, ``rollout``,
     ``rag``, ``feature_store``, ``storage``, ``export``.
 Part V, Chapter 7 -- :mod:`labs.prompting`
     ``tasks`` in-context task families, ``train`` a small model on them, ``evaluate`` few-shot

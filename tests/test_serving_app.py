@@ -238,3 +238,38 @@ def test_fuzzed_bodies_never_give_a_5xx(client, body, chat):
         assert set(r.json()["error"]) == {"message", "type", "param", "code"}
     elif r.headers["content-type"].startswith("text/event-stream"):
         assert r.text.rstrip().endswith("data: [DONE]")
+
+
+def test_framework_errors_are_json_counted_and_logged_without_secrets(model, caplog):
+    eng = LLMEngine(model)
+    app = create_app(eng, [KEY], limiter=None)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        eng.encode = lambda text: 1 / 0  # a bug in the route, not in the request
+        with caplog.at_level("INFO", logger="labs.serving.access"):
+            r = c.post("/v1/completions", json={"prompt": "secret prompt"}, headers=H)
+            assert r.status_code == 500 and r.json()["error"] == {
+                "message": "internal error", "type": "server_error", "param": None, "code": None,
+            }  # fmt: skip
+            c.post("/v1/completions", json={"prompt": "x"}, headers={"X-API-Key": "guess-1"})
+        assert by_status(c)["500"] == 1 and by_status(c)["401"] == 1
+    lines = [json.loads(r.message) for r in caplog.records if r.name == "labs.serving.access"]
+    assert [ln["status"] for ln in lines] == [500, 401]
+    assert lines[1]["key"] and lines[1]["client"]  # a failed guess leaves a trace
+    text = caplog.text
+    assert KEY not in text and "guess-1" not in text and "secret prompt" not in text
+
+
+def test_a_short_request_does_not_wait_for_a_long_one(model):
+    eng = LLMEngine(model, max_batch=2)
+    done_at = {}
+    long = engine_mod.GenRequest(
+        eng.encode("a"), 50, on_finish=lambda r: done_at.setdefault("long", eng.steps)
+    )
+    short = engine_mod.GenRequest(
+        eng.encode("b"), 1, on_finish=lambda r: done_at.setdefault("short", eng.steps)
+    )
+    eng.submit(long)
+    eng.step()
+    eng.step()  # the long request is decoding when the short one arrives
+    eng.generate([short])
+    assert done_at["short"] == 3 and done_at["long"] == 50  # joined at the next step, left at once
