@@ -49,11 +49,18 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         return value
 
+    parse.__name__ = f"positive {kind.__name__}"  # argparse names it in its error
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """One line (not the whole usage), exit status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m labs.serving", description=__doc__.split("\n")[0])
+    p = _Parser(prog="python -m labs.serving", description=__doc__.split("\n")[0])
     a = p.add_argument
     a("--host", default="127.0.0.1")
     a("--port", type=int, default=8000)
