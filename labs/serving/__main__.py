@@ -60,15 +60,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m labs.serving", description=__doc__.split("\n")[0])
+    p = _Parser(
+        prog="python -m labs.serving",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     a = p.add_argument
-    a("--host", default="127.0.0.1")
-    a("--port", type=int, default=8000)
+    a("--host", default="127.0.0.1", help="address to bind (0.0.0.0: every interface)")
+    a("--port", type=int, default=8000, help="TCP port")
     a("--checkpoint", help="safetensors file written by labs.serving.engine.save_checkpoint")
     a("--train-steps", type=int, default=150, help="without --checkpoint (0: untrained)")
     a("--context-length", type=_positive(int), default=128, help="tokens, of a trained model")
-    a("--api-keys-file")
-    a("--model-name", default="tiny-gpt")
+    a("--api-keys-file", help="one key per line (else $DLSYS_API_KEYS[_FILE])")
+    a("--model-name", default="tiny-gpt", help="the id in /v1/models")
     a("--max-batch-size", type=_positive(int), default=16, help="requests decoding together")
     a("--max-queue", type=_positive(int), default=64, help="waiting requests; then 503")
     a("--max-tokens-limit", type=_positive(int), default=256)
