@@ -30,6 +30,7 @@ from labs.inference.engine import paged_forward
 from labs.inference.kv_cache import kv_heads
 from labs.inference.paged import PagedKVCache
 from labs.inference.sampling import sample
+from labs.serving.batcher import Overloaded  # the waiting queue is full: the server answers 503
 
 __all__ = [
     "GREEDY_BELOW",
@@ -42,10 +43,6 @@ __all__ = [
 ]
 
 GREEDY_BELOW = 1e-5  # temperatures below this decode greedily (as vLLM does): 1/T would overflow
-
-
-class Overloaded(RuntimeError):
-    """The engine's waiting queue is full; retry later (the server answers 503)."""
 
 
 @dataclass
