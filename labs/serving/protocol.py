@@ -2,7 +2,8 @@
 
 Requests are validated strictly: types are not coerced (``"max_tokens": "5"`` is an error),
 numbers must be finite and in range, and unknown fields are rejected, naming the field. Every
-problem is an :class:`APIError`, which the app turns into OpenAI's error object::
+problem is an :class:`APIError` (status 400 for a bad body, as OpenAI answers, not FastAPI's
+422), which the app turns into OpenAI's error object::
 
     {"error": {"message": "...", "type": "invalid_request_error", "param": "top_p", "code": null}}
 
