@@ -79,8 +79,7 @@ def test_prefix_caching_chunks_and_preemption_together_keep_the_tokens(budget):
     def trace():
         gen = np.random.default_rng(2)
         return [
-            Request(i, 0.0, system + gen.integers(0, 64, 1 + i % 5).tolist(), 12)
-            for i in range(10)
+            Request(i, 0.0, system + gen.integers(0, 64, 1 + i % 5).tolist(), 12) for i in range(10)
         ]
 
     reference = trace()
