@@ -30,8 +30,8 @@ WRONG = [
     Wrong(
         2,
         "divides the range by 2^b instead of 2^b - 1",
-        old="scale = (hi - lo) / qmax",
-        new="scale = (hi - lo) / 2**bits",
+        old="scale = max((hi - lo) / qmax, 1e-12)",
+        new="scale = max((hi - lo) / 2**bits, 1e-12)",
     ),
     Wrong(2, "zero point with the wrong sign", old="round(-lo / scale)", new="round(lo / scale)"),
     Wrong(
