@@ -32,7 +32,8 @@ Part VI, Chapters 8-9 -- :mod:`labs.systems`
     arithmetic intensity.
 Part VII, Chapter 10 -- :mod:`labs.inference`
     ``sampling``, ``kv_cache``, ``attention`` (MHA/MQA/GQA), ``paged`` (block manager),
-    ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only).
+    ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only),
+    ``prefix_cache`` (hashed blocks), ``chunked_prefill`` (token budget), ``kv_quant`` (int8 KV).
 Part VII, Chapter 11 -- :mod:`labs.attention`
     ``flash`` naive attention, online softmax, FlashAttention-2 forward and backward in PyTorch;
     ``triton_fwd`` and ``triton_bwd`` the Triton kernels.
