@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as tdist
+from torch.distributed import distributed_c10d as dc10d
 
 from . import _emulator as _emu
 from . import _exchange as _ex
@@ -48,8 +49,14 @@ def init_process_group(backend: Any = None, init_method: Any = None, timeout: An
                        world_size: int = -1, rank: int = -1, store: Any = None,
                        group_name: str = "", pg_options: Any = None,
                        device_id: Any = None) -> None:  # fmt: skip
-    """Join the default process group.  Emulated: the ranks already exist; ``rank`` and
-    ``world_size`` (when given) must agree with them, the other arguments are ignored."""
+    """Join the default process group.
+
+    Emulated: the ranks already exist; ``rank`` and ``world_size`` (when given) must agree with
+    them.  ``backend`` ``"gloo"`` (or None, or ``"cpu:gloo"``) and ``"nccl"`` (one notice: no
+    GPUs here) create torch's default process group on the emulated backend
+    (:mod:`labs.dist.backend`), so that PyTorch's own DDP, FSDP2 and DTensor work; the other
+    arguments are ignored.
+    """
     ctx = _emu.current()
     if ctx is None:
         tdist.init_process_group(backend, init_method, timeout, world_size, rank, store,
@@ -62,15 +69,38 @@ def init_process_group(backend: Any = None, init_method: Any = None, timeout: An
                 f"rank {ctx.rank}: init_process_group: {name}={given} but this emulated rank has "
                 f"{name} {actual}; leave {name} out or pass the launched value"
             )
+    from . import backend as _backend
+
+    names = {part.rsplit(":", 1)[-1].strip().lower() for part in str(backend or "gloo").split(",")}
+    if not names <= {"gloo", "nccl", "undefined", _backend.BACKEND}:
+        raise ValueError(
+            f"rank {ctx.rank}: init_process_group: backend {backend!r} is not emulated; use "
+            "'gloo' (or 'nccl', which runs as gloo on emulated CPU ranks)"
+        )
+    if "nccl" in names:
+        _backend.notice_nccl(ctx.rank)
+    if dc10d._world.default_pg is not None:
+        raise ValueError(
+            f"rank {ctx.rank}: init_process_group: trying to initialize the default process "
+            "group twice!"
+        )
+    with ctx.world.lock:
+        if ctx.world.store is None:
+            ctx.world.store = tdist.HashStore()
+    kwargs = {} if timeout is None else {"timeout": timeout}
+    dc10d.init_process_group(_backend.BACKEND, store=ctx.world.store, rank=ctx.rank,
+                             world_size=ctx.world.size, **kwargs)  # fmt: skip
     ctx.initialized = True
 
 
 def destroy_process_group(group: Any = None) -> None:
-    """Leave the process group (emulated: nothing to free)."""
+    """Leave the process group (emulated: the rank's torch process groups are forgotten)."""
     ctx = _emu.current()
     if ctx is None:
         tdist.destroy_process_group(group)
         return
+    if dc10d._world.default_pg is not None:
+        dc10d.destroy_process_group(group)
     if group is None:
         ctx.initialized = False
 

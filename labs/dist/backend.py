@@ -1,0 +1,378 @@
+"""``labs.dist`` as a ``torch.distributed`` backend: PyTorch's own DDP, FSDP2 and DTensor on
+emulated ranks.
+
+``torch.distributed``'s functions reach a *process group* object, and PyTorch's parallel modules
+(``DistributedDataParallel``'s C++ reducer, FSDP2's ``fully_shard``, ``DeviceMesh``, the
+functional collectives) call its methods directly.  This module gives every emulated rank a real
+``torch.distributed.ProcessGroup``, :class:`EmulatedProcessGroup`, whose methods run the
+emulator's collectives (:mod:`labs.dist._ops`, :mod:`._p2p`, :mod:`._exchange`): every call
+is traced with its size and group, costed by :mod:`labs.dist.alpha_beta`, checked for
+mismatches and deadlocks.  It is registered under the backend name ``"emulated"`` with
+``torch.distributed.Backend.register_backend``; on an emulated rank ``init_process_group("gloo")``
+(or ``"nccl"`` without GPUs) creates it (:func:`labs.dist.compat.init_process_group`).
+
+Three pieces make torch's process-group machinery work on threads of one process:
+
+* torch keeps its process groups in one module global (``distributed_c10d._world``); while
+  ranks run, :func:`installed` replaces it with :class:`_WorldByRank`, which hands each rank
+  its own ``_World`` (a rank's ``dist.get_rank()`` is its own);
+* the C++ registry that maps group names to groups (used by functional collectives) is made
+  per thread (``_set_thread_isolation_mode``);
+* a collective returns a :class:`_EmulatedWork`: ``wait()`` blocks through the emulator (the
+  rank gives up its turn, deadlocks are detected), ``get_future()`` waits and returns a
+  completed future (DDP's reducer asks for it at once).
+
+A collective the backend does not provide raises ``NotImplementedError`` naming it, never hangs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+from torch._C import _distributed_c10d as c10d
+from torch.distributed import distributed_c10d as dc10d
+
+from . import _emulator as _emu
+from . import _exchange as _ex
+from . import _ops, _p2p
+from ._emulator import Group
+
+__all__ = ["BACKEND", "EmulatedProcessGroup", "installed", "register", "emu_group"]
+
+BACKEND = "emulated"
+
+
+# -- one torch "world" per rank -------------------------------------------------------------
+class _RankWorld(dc10d._World):
+    """torch's ``_World`` whose tables belong to one emulated rank (torch's own keeps them in
+    module globals, shared by every thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tables: dict[str, dict] = {
+            k: {} for k in ("pg_map", "pg_names", "pg_group_ranks", "pg_backend_config",
+                            "tags_to_pg", "pg_to_tag")  # fmt: skip
+        }
+        self._count = 0
+
+    pg_map = property(lambda self: self._tables["pg_map"])
+    pg_names = property(lambda self: self._tables["pg_names"])
+    pg_group_ranks = property(lambda self: self._tables["pg_group_ranks"])
+    pg_backend_config = property(lambda self: self._tables["pg_backend_config"])
+    tags_to_pg = property(lambda self: self._tables["tags_to_pg"])
+    pg_to_tag = property(lambda self: self._tables["pg_to_tag"])
+
+    @property
+    def group_count(self) -> int:
+        return self._count
+
+    @group_count.setter
+    def group_count(self, value: int) -> None:
+        self._count = value
+
+
+class _WorldByRank:
+    """Stands in for ``distributed_c10d._world``: attribute access goes to the calling rank's
+    :class:`_RankWorld` (made on first use), or to torch's own world outside emulated ranks."""
+
+    def __init__(self, outside: Any):
+        object.__setattr__(self, "_outside", outside)
+
+    def _target(self) -> Any:
+        ctx = _emu.current()
+        if ctx is None:
+            return self._outside
+        w = getattr(ctx, "c10d_world", None)
+        if w is None:
+            w = ctx.c10d_world = _RankWorld()
+        return w
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._target(), name, value)
+
+
+_install_lock = threading.Lock()
+_install_depth = 0
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[None]:
+    """While emulated ranks run: a torch world per rank and a group registry per thread."""
+    global _install_depth
+    register()
+    with _install_lock:
+        _install_depth += 1
+        if _install_depth == 1:
+            saved = dc10d._world
+            dc10d._world = _WorldByRank(saved)
+            c10d._set_thread_isolation_mode(True)
+    try:
+        yield
+    finally:
+        with _install_lock:
+            _install_depth -= 1
+            if _install_depth == 0:
+                c10d._set_thread_isolation_mode(False)
+                dc10d._world = dc10d._world._outside
+
+
+_registered = False
+
+
+def register() -> None:
+    """Register the ``"emulated"`` backend with ``torch.distributed`` (once per process)."""
+    global _registered
+    if not _registered:
+        tdist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+        _registered = True
+
+
+def _create(opts: Any, backend_options: Any) -> EmulatedProcessGroup:
+    """The backend's constructor, called by ``init_process_group`` / ``new_group`` on one rank."""
+    ctx = _emu.current()
+    if ctx is None:
+        raise RuntimeError(
+            f"torch.distributed backend {BACKEND!r} runs only on emulated ranks (inside "
+            "labs.dist.launch or python -m labs.dist.run); under torchrun use gloo or nccl"
+        )
+    ranks = list(opts.global_ranks_in_group) or list(range(ctx.world.size))
+    if ranks == list(range(ctx.world.size)) and not opts.global_ranks_in_group:
+        g = ctx.world.world_group  # the default group: the world of labs.dist
+    else:
+        g = _subgroup(ctx, ranks)
+    return EmulatedProcessGroup(ctx, g)
+
+
+def _subgroup(ctx: Any, ranks: list[int]) -> Group:
+    """The emulator group of the k-th torch group this rank makes with these ranks (the members
+    make their groups in the same order; non-members never call the backend)."""
+    w = ctx.world
+    key = tuple(ranks)
+    with w.lock:
+        k = ctx.pg_counts.get(key, 0)
+        ctx.pg_counts[key] = k + 1
+        g = w.pg_groups.get((key, k))
+        if g is None:
+            g = w.pg_groups[(key, k)] = Group(("pg", key, k), ranks)
+        return g
+
+
+def emu_group(group: Any) -> Any:
+    """The emulator :class:`Group` behind a torch process group of this backend (else ``group``)."""
+    return getattr(group, "_labs_group", group)
+
+
+# -- work handles -------------------------------------------------------------------------------
+class _EmulatedWork(c10d.Work):
+    """A ``torch.distributed.Work`` over the emulator's waits: ``wait()`` completes the operation
+    (blocking through the emulator), ``get_future()`` waits and returns a done future."""
+
+    def __init__(self, works: list[Any], result: list[torch.Tensor]):
+        super().__init__()
+        self._works, self._result, self._done = works, result, False
+
+    def wait(self, timeout: Any = None) -> bool:
+        if not self._done:
+            for w in self._works:
+                if w is not None:
+                    w.wait()
+            self._done = True
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        self.wait()
+        fut: torch.futures.Future = torch.futures.Future()
+        fut.set_result(self._result)
+        return fut
+
+    def is_completed(self) -> bool:
+        return self._done
+
+    def is_success(self) -> bool:
+        return self._done
+
+    def result(self) -> list[torch.Tensor]:
+        self.wait()
+        return self._result
+
+
+def _op(opts: Any) -> Any:
+    """The emulator's name for ``opts.reduceOp``; PREMUL_SUM and custom ops raise."""
+    op = opts.reduceOp
+    op = getattr(op, "op", op)  # a ReduceOp holds its RedOpType in .op
+    name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
+    if name.upper() not in {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"}:
+        raise NotImplementedError(
+            f"the emulated backend supports ReduceOp SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, "
+            f"BXOR; got {op!r} (PREMUL_SUM: scale the tensor first, then reduce with SUM)"
+        )
+    return name
+
+
+def _unsupported(name: str):
+    def method(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"rank {self._ctx.rank}: ProcessGroup.{name} is not provided by the emulated backend "
+            f"(labs.dist.backend); supported: {', '.join(SUPPORTED)}"
+        )
+
+    method.__name__ = name
+    return method
+
+
+SUPPORTED = (
+    "allreduce", "allreduce_coalesced", "broadcast", "reduce", "allgather",
+    "all_gather_single", "_allgather_base", "all_gather_single_coalesced", "reduce_scatter",
+    "reduce_scatter_single", "_reduce_scatter_base", "reduce_scatter_single_coalesced",
+    "gather", "scatter", "alltoall", "all_to_all_single", "barrier", "monitored_barrier",
+    "send", "recv", "recv_anysource",
+)  # fmt: skip
+
+
+class EmulatedProcessGroup(c10d.ProcessGroup):
+    """One emulated rank's ``torch.distributed.ProcessGroup``: its members, its rank in them,
+    and the c10d methods (lists of tensors and an options object, returning a ``Work``), each
+    run as the emulator's collective on the group's :class:`~labs.dist._emulator.Group`.
+
+    Ranks in the options (``rootRank``, ``dstRank``) are group ranks, as in c10d.
+    """
+
+    def __init__(self, ctx: Any, group: Group):
+        super().__init__(group.index[ctx.rank], group.size())
+        self._ctx, self._labs_group = ctx, group
+
+    # the c10d surface --------------------------------------------------------------------
+    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+        return BACKEND
+
+    def __repr__(self) -> str:
+        return f"EmulatedProcessGroup(ranks={list(self._labs_group.ranks)}, rank={self.rank()})"
+
+    def _run(self, result: list[torch.Tensor], works: list[Any]) -> _EmulatedWork:
+        return _EmulatedWork(works, result)
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> _EmulatedWork:
+        op = _op(opts or c10d.AllreduceOptions())
+        g = self._labs_group
+        return self._run(tensors, [_ops.all_reduce(self._ctx, t, op, g, True) for t in tensors])
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts=None):
+        root = (opts or c10d.BroadcastOptions()).rootRank
+        g = self._labs_group
+        works = [_ops.broadcast(self._ctx, t, None, g, True, root) for t in tensors]
+        return self._run(tensors, works)
+
+    def reduce(self, tensors, opts=None):
+        opts = opts or c10d.ReduceOptions()
+        op, g = _op(opts), self._labs_group
+        works = [_ops.reduce(self._ctx, t, None, op, g, True, opts.rootRank) for t in tensors]
+        return self._run(tensors, works)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        g = self._labs_group
+        works = [_ops.all_gather(self._ctx, outs, t, g, True)
+                 for outs, t in zip(output_tensors, input_tensors)]  # fmt: skip
+        return self._run([t for outs in output_tensors for t in outs], works)
+
+    def all_gather_single(self, output, input, opts=None):
+        w = _ops.all_gather_into_tensor(self._ctx, output, input, self._labs_group, True)
+        return self._run([output], [w])
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        g = self._labs_group
+        works = [_ops.all_gather_into_tensor(self._ctx, o, i, g, True)
+                 for o, i in zip(outputs, inputs)]  # fmt: skip
+        return self._run(list(outputs), works)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def reduce_scatter(self, output_tensors, input_lists, opts=None):
+        op, g = _op(opts or c10d.ReduceScatterOptions()), self._labs_group
+        works = [_ops.reduce_scatter(self._ctx, o, ins, op, g, True)
+                 for o, ins in zip(output_tensors, input_lists)]  # fmt: skip
+        return self._run(list(output_tensors), works)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        op = _op(opts or c10d.ReduceScatterOptions())
+        w = _ops.reduce_scatter_tensor(self._ctx, output, input, op, self._labs_group, True)
+        return self._run([output], [w])
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        op, g = _op(opts or c10d.ReduceScatterOptions()), self._labs_group
+        works = [_ops.reduce_scatter_tensor(self._ctx, o, i, op, g, True)
+                 for o, i in zip(outputs, inputs)]  # fmt: skip
+        return self._run(list(outputs), works)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def gather(self, output_lists, input_tensors, opts=None):
+        root, g = (opts or c10d.GatherOptions()).rootRank, self._labs_group
+        outs = output_lists[0] if output_lists else None
+        w = _ops.gather(self._ctx, input_tensors[0], outs, None, g, True, root)
+        return self._run(list(outs or []), [w])
+
+    def scatter(self, output_tensors, input_lists, opts=None):
+        root, g = (opts or c10d.ScatterOptions()).rootRank, self._labs_group
+        ins = input_lists[0] if input_lists else None
+        w = _ops.scatter(self._ctx, output_tensors[0], ins, None, g, True, root)
+        return self._run(list(output_tensors), [w])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        w = _ex.all_to_all(self._ctx, output_tensors, input_tensors, self._labs_group, True)
+        return self._run(list(output_tensors), [w])
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
+                          opts=None):  # fmt: skip
+        w = _ex.all_to_all_single(self._ctx, output, input, list(output_split_sizes) or None,
+                                  list(input_split_sizes) or None, self._labs_group, True)  # fmt: skip
+        return self._run([output], [w])
+
+    alltoall_base = all_to_all_single
+
+    def barrier(self, opts=None):
+        return self._run([], [_ops.barrier(self._ctx, self._labs_group, True)])
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        self.barrier().wait()
+
+    def send(self, tensors, dst, tag=0):
+        for t in tensors:
+            _p2p.send(self._ctx, t, None, self._labs_group, tag, dst)
+        return self._run(list(tensors), [])
+
+    def recv(self, tensors, src, tag=0):
+        works = [_p2p.irecv(self._ctx, t, None, self._labs_group, tag, src) for t in tensors]
+        return self._run(list(tensors), works)
+
+    def recv_anysource(self, tensors, tag=0):
+        works = [_p2p.irecv(self._ctx, t, None, None, tag, None) for t in tensors]
+        return self._run(list(tensors), works)
+
+
+for _name in ("allgather_coalesced", "reduce_scatter_tensor_coalesced_", "_start_coalescing",
+              "_end_coalescing"):  # fmt: skip
+    if _name not in EmulatedProcessGroup.__dict__:
+        setattr(EmulatedProcessGroup, _name, _unsupported(_name))
+
+
+def notice_nccl(rank: int) -> None:
+    """The one-line notice when a program asks for NCCL on emulated (CPU) ranks."""
+    if rank == 0:
+        print("labs.dist: no GPUs here; backend 'nccl' runs on the emulated backend (CPU)",
+              file=sys.stderr)  # fmt: skip
