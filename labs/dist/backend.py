@@ -254,6 +254,15 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
         return BACKEND
 
+    @property
+    def group_name(self) -> str:
+        """The name torch gave this group (its rank's table; c10d's setter is bypassed for
+        process groups written in Python)."""
+        return dc10d._world.pg_names[self]
+
+    def getGroupName(self) -> str:  # noqa: N802 - torch's name
+        return self.group_name
+
     def __repr__(self) -> str:
         return f"EmulatedProcessGroup(ranks={list(self._labs_group.ranks)}, rank={self.rank()})"
 
