@@ -117,7 +117,9 @@ def get_process_group_ranks(group: Any) -> list[int]:
     ctx = _emu.current()
     if ctx is None:
         return tdist.get_process_group_ranks(group)
-    return list(range(ctx.world.size)) if group is None else list(group.ranks)
+    if group is None:
+        return list(range(ctx.world.size))
+    return list(getattr(group, "_labs_group", group).ranks)
 
 
 def get_global_rank(group: Any, group_rank: int) -> int:

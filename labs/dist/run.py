@@ -66,18 +66,47 @@ def _deprecated(name: str, new: str, fn):
     return wrapper
 
 
+# the names whose labs.dist version still adds something once torch's process group exists
+ALWAYS = ("init_process_group", "get_backend")
+
+
+def _torch_group_ready() -> bool:
+    """True on an emulated rank whose torch default process group exists (labs.dist.backend)."""
+    ctx = _emu.current()
+    w = getattr(ctx, "c10d_world", None)
+    return w is not None and w.default_pg is not None
+
+
+def _by_state(name: str, ours, theirs):
+    """Before ``init_process_group``, ``labs.dist``'s function; after it, torch's own, which
+    reaches the rank's process group of the emulated backend (:mod:`labs.dist.backend`): its
+    work handles are torch's, as PyTorch's modules (DDP comm hooks, FSDP2) expect."""
+
+    @functools.wraps(theirs)
+    def wrapper(*args, **kwargs):
+        return (theirs if _torch_group_ready() else ours)(*args, **kwargs)
+
+    wrapper.__name__ = name
+    return wrapper
+
+
 @contextlib.contextmanager
 def patched_torch_distributed() -> Iterator[None]:
-    """Replace the :data:`PATCHED` functions of ``torch.distributed`` by ``labs.dist``'s."""
+    """Replace the :data:`PATCHED` functions of ``torch.distributed`` by ``labs.dist``'s (only
+    :data:`ALWAYS` once the rank's torch process group exists, see :func:`_by_state`)."""
     from labs import dist
 
     saved = {name: getattr(tdist, name) for name in PATCHED if hasattr(tdist, name)}
     try:
         for name in PATCHED:
+            if not hasattr(tdist, name):
+                continue
+            ours = getattr(dist, name)
             if name in DEPRECATED and hasattr(tdist, DEPRECATED[name]):  # torch warns too
-                setattr(tdist, name, _deprecated(name, DEPRECATED[name], getattr(dist, name)))
-            elif hasattr(tdist, name):
-                setattr(tdist, name, getattr(dist, name))
+                ours = _deprecated(name, DEPRECATED[name], ours)
+            if name not in ALWAYS and name != "P2POp":
+                ours = _by_state(name, ours, saved[name])
+            setattr(tdist, name, ours)
         yield
     finally:
         for name, f in saved.items():
