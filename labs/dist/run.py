@@ -67,7 +67,7 @@ def _deprecated(name: str, new: str, fn):
 
 
 # the names whose labs.dist version still adds something once torch's process group exists
-ALWAYS = ("init_process_group", "get_backend")
+ALWAYS = ("init_process_group", "get_backend", "monitored_barrier")
 
 
 def _torch_group_ready() -> bool:
