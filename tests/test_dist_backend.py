@@ -191,9 +191,9 @@ def test_nccl_runs_on_the_emulated_backend_with_one_notice(capfd):
 
 
 def test_backend_refuses_outside_emulated_ranks():
-    from labs.dist import backend
+    from labs.dist import _torch_world
 
-    backend.register()
+    _torch_world.register()
     with pytest.raises(RuntimeError, match="only on emulated ranks"):
         tdist.init_process_group("emulated", store=tdist.HashStore(), rank=0, world_size=1)
     assert not tdist.is_initialized()

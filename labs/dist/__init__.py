@@ -278,7 +278,7 @@ def new_group(ranks: list[int] | None = None, **kwargs: Any) -> Any:
     ctx = _emu.current()
     if ctx is None:
         return _tr.new_group(ranks)
-    if ctx.initialized and ctx.c10d_world is not None and ctx.c10d_world.default_pg is not None:
+    if ctx.c10d_world is not None and ctx.c10d_world.default_pg is not None:
         # torch's default group exists on this rank: a torch group (of labs.dist.backend),
         # which PyTorch's own modules (DDP, DeviceMesh) accept
         from torch.distributed import distributed_c10d

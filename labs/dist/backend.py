@@ -10,15 +10,9 @@ is traced with its size and group, costed by :mod:`labs.dist.alpha_beta`, checke
 mismatches and deadlocks.  It is registered under the backend name ``"emulated"`` with
 ``torch.distributed.Backend.register_backend``; on an emulated rank ``init_process_group("gloo")``
 (or ``"nccl"`` without GPUs) creates it (:func:`labs.dist.compat.init_process_group`).
+How torch's process-group tables become per rank is in :mod:`labs.dist._torch_world`.
 
-Three pieces make torch's process-group machinery work on threads of one process:
-
-* torch keeps its process groups in one module global (``distributed_c10d._world``); while
-  ranks run, :func:`installed` replaces it with :class:`_WorldByRank`, which hands each rank
-  its own ``_World`` (a rank's ``dist.get_rank()`` is its own);
-* the C++ registry that maps group names to groups (used by functional collectives) is made
-  per thread (``_set_thread_isolation_mode``);
-* a collective returns a :class:`_EmulatedWork`: ``wait()`` blocks through the emulator (the
+A collective returns a :class:`_EmulatedWork`: ``wait()`` blocks through the emulator (the
   rank gives up its turn, deadlocks are detected), ``get_future()`` waits and returns a
   completed future (DDP's reducer asks for it at once).
 
@@ -27,148 +21,20 @@ A collective the backend does not provide raises ``NotImplementedError`` naming 
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.distributed as tdist
 from torch._C import _distributed_c10d as c10d
 from torch.distributed import distributed_c10d as dc10d
 
-from . import _emulator as _emu
 from . import _exchange as _ex
 from . import _ops, _p2p
+from ._common import ArgumentError
 from ._emulator import Group
 
-__all__ = ["BACKEND", "EmulatedProcessGroup", "installed", "register", "emu_group"]
+__all__ = ["BACKEND", "EmulatedProcessGroup", "SUPPORTED"]
 
 BACKEND = "emulated"
-
-
-# -- one torch "world" per rank -------------------------------------------------------------
-class _RankWorld(dc10d._World):
-    """torch's ``_World`` whose tables belong to one emulated rank (torch's own keeps them in
-    module globals, shared by every thread)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._tables: dict[str, dict] = {
-            k: {} for k in ("pg_map", "pg_names", "pg_group_ranks", "pg_backend_config",
-                            "tags_to_pg", "pg_to_tag")  # fmt: skip
-        }
-        self._count = 0
-
-    pg_map = property(lambda self: self._tables["pg_map"])
-    pg_names = property(lambda self: self._tables["pg_names"])
-    pg_group_ranks = property(lambda self: self._tables["pg_group_ranks"])
-    pg_backend_config = property(lambda self: self._tables["pg_backend_config"])
-    tags_to_pg = property(lambda self: self._tables["tags_to_pg"])
-    pg_to_tag = property(lambda self: self._tables["pg_to_tag"])
-
-    @property
-    def group_count(self) -> int:
-        return self._count
-
-    @group_count.setter
-    def group_count(self, value: int) -> None:
-        self._count = value
-
-
-class _WorldByRank:
-    """Stands in for ``distributed_c10d._world``: attribute access goes to the calling rank's
-    :class:`_RankWorld` (made on first use), or to torch's own world outside emulated ranks."""
-
-    def __init__(self, outside: Any):
-        object.__setattr__(self, "_outside", outside)
-
-    def _target(self) -> Any:
-        ctx = _emu.current()
-        if ctx is None:
-            return self._outside
-        w = getattr(ctx, "c10d_world", None)
-        if w is None:
-            w = ctx.c10d_world = _RankWorld()
-        return w
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._target(), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._target(), name, value)
-
-
-_install_lock = threading.Lock()
-_install_depth = 0
-
-
-@contextlib.contextmanager
-def installed() -> Iterator[None]:
-    """While emulated ranks run: a torch world per rank and a group registry per thread."""
-    global _install_depth
-    register()
-    with _install_lock:
-        _install_depth += 1
-        if _install_depth == 1:
-            saved = dc10d._world
-            dc10d._world = _WorldByRank(saved)
-            c10d._set_thread_isolation_mode(True)
-    try:
-        yield
-    finally:
-        with _install_lock:
-            _install_depth -= 1
-            if _install_depth == 0:
-                c10d._set_thread_isolation_mode(False)
-                dc10d._world = dc10d._world._outside
-
-
-_registered = False
-
-
-def register() -> None:
-    """Register the ``"emulated"`` backend with ``torch.distributed`` (once per process)."""
-    global _registered
-    if not _registered:
-        tdist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
-        _registered = True
-
-
-def _create(opts: Any, backend_options: Any) -> EmulatedProcessGroup:
-    """The backend's constructor, called by ``init_process_group`` / ``new_group`` on one rank."""
-    ctx = _emu.current()
-    if ctx is None:
-        raise RuntimeError(
-            f"torch.distributed backend {BACKEND!r} runs only on emulated ranks (inside "
-            "labs.dist.launch or python -m labs.dist.run); under torchrun use gloo or nccl"
-        )
-    ranks = list(opts.global_ranks_in_group) or list(range(ctx.world.size))
-    if ranks == list(range(ctx.world.size)) and not opts.global_ranks_in_group:
-        g = ctx.world.world_group  # the default group: the world of labs.dist
-    else:
-        g = _subgroup(ctx, ranks)
-    return EmulatedProcessGroup(ctx, g)
-
-
-def _subgroup(ctx: Any, ranks: list[int]) -> Group:
-    """The emulator group of the k-th torch group this rank makes with these ranks (the members
-    make their groups in the same order; non-members never call the backend)."""
-    w = ctx.world
-    key = tuple(ranks)
-    with w.lock:
-        k = ctx.pg_counts.get(key, 0)
-        ctx.pg_counts[key] = k + 1
-        g = w.pg_groups.get((key, k))
-        if g is None:
-            g = w.pg_groups[(key, k)] = Group(("pg", key, k), ranks)
-        return g
-
-
-def emu_group(group: Any) -> Any:
-    """The emulator :class:`Group` behind a torch process group of this backend (else ``group``)."""
-    return getattr(group, "_labs_group", group)
 
 
 # -- work handles -------------------------------------------------------------------------------
@@ -269,6 +135,15 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def _run(self, result: list[torch.Tensor], works: list[Any]) -> _EmulatedWork:
         return _EmulatedWork(works, result)
 
+    def _root(self, root: int, fn: str) -> int:
+        """Check a group rank from the options (gloo raises a RuntimeError for a bad one)."""
+        if not 0 <= root < self.size():
+            raise ArgumentError(
+                f"rank {self._ctx.rank}: {fn}: root rank {root} is not a rank of this group "
+                f"(size {self.size()})"
+            )
+        return root
+
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> _EmulatedWork:
         op = _op(opts or c10d.AllreduceOptions())
         g = self._labs_group
@@ -278,7 +153,7 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         return self.allreduce(tensors, opts)
 
     def broadcast(self, tensors, opts=None):
-        root = (opts or c10d.BroadcastOptions()).rootRank
+        root = self._root((opts or c10d.BroadcastOptions()).rootRank, "broadcast")
         g = self._labs_group
         works = [_ops.broadcast(self._ctx, t, None, g, True, root) for t in tensors]
         return self._run(tensors, works)
@@ -286,7 +161,8 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def reduce(self, tensors, opts=None):
         opts = opts or c10d.ReduceOptions()
         op, g = _op(opts), self._labs_group
-        works = [_ops.reduce(self._ctx, t, None, op, g, True, opts.rootRank) for t in tensors]
+        root = self._root(opts.rootRank, "reduce")
+        works = [_ops.reduce(self._ctx, t, None, op, g, True, root) for t in tensors]
         return self._run(tensors, works)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
@@ -331,13 +207,13 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def gather(self, output_lists, input_tensors, opts=None):
-        root, g = (opts or c10d.GatherOptions()).rootRank, self._labs_group
+        root, g = self._root((opts or c10d.GatherOptions()).rootRank, "gather"), self._labs_group
         outs = output_lists[0] if output_lists else None
         w = _ops.gather(self._ctx, input_tensors[0], outs, None, g, True, root)
         return self._run(list(outs or []), [w])
 
     def scatter(self, output_tensors, input_lists, opts=None):
-        root, g = (opts or c10d.ScatterOptions()).rootRank, self._labs_group
+        root, g = self._root((opts or c10d.ScatterOptions()).rootRank, "scatter"), self._labs_group
         ins = input_lists[0] if input_lists else None
         w = _ops.scatter(self._ctx, output_tensors[0], ins, None, g, True, root)
         return self._run(list(output_tensors), [w])
@@ -378,10 +254,3 @@ for _name in ("allgather_coalesced", "reduce_scatter_tensor_coalesced_", "_start
               "_end_coalescing"):  # fmt: skip
     if _name not in EmulatedProcessGroup.__dict__:
         setattr(EmulatedProcessGroup, _name, _unsupported(_name))
-
-
-def notice_nccl(rank: int) -> None:
-    """The one-line notice when a program asks for NCCL on emulated (CPU) ranks."""
-    if rank == 0:
-        print("labs.dist: no GPUs here; backend 'nccl' runs on the emulated backend (CPU)",
-              file=sys.stderr)  # fmt: skip

@@ -21,6 +21,7 @@ from torch.distributed import distributed_c10d as dc10d
 
 from . import _emulator as _emu
 from . import _exchange as _ex
+from . import _torch_world
 from ._common import Work
 
 __all__ = [
@@ -69,27 +70,7 @@ def init_process_group(backend: Any = None, init_method: Any = None, timeout: An
                 f"rank {ctx.rank}: init_process_group: {name}={given} but this emulated rank has "
                 f"{name} {actual}; leave {name} out or pass the launched value"
             )
-    from . import backend as _backend
-
-    names = {part.rsplit(":", 1)[-1].strip().lower() for part in str(backend or "gloo").split(",")}
-    if not names <= {"gloo", "nccl", "undefined", _backend.BACKEND}:
-        raise ValueError(
-            f"rank {ctx.rank}: init_process_group: backend {backend!r} is not emulated; use "
-            "'gloo' (or 'nccl', which runs as gloo on emulated CPU ranks)"
-        )
-    if "nccl" in names:
-        _backend.notice_nccl(ctx.rank)
-    if dc10d._world.default_pg is not None:
-        raise ValueError(
-            f"rank {ctx.rank}: init_process_group: trying to initialize the default process "
-            "group twice!"
-        )
-    with ctx.world.lock:
-        if ctx.world.store is None:
-            ctx.world.store = tdist.HashStore()
-    kwargs = {} if timeout is None else {"timeout": timeout}
-    dc10d.init_process_group(_backend.BACKEND, store=ctx.world.store, rank=ctx.rank,
-                             world_size=ctx.world.size, **kwargs)  # fmt: skip
+    _torch_world.init_emulated(ctx, backend, timeout)
     ctx.initialized = True
 
 

@@ -67,7 +67,7 @@ def _deprecated(name: str, new: str, fn):
 
 
 # the names whose labs.dist version still adds something once torch's process group exists
-ALWAYS = ("init_process_group", "get_backend", "monitored_barrier")
+ALWAYS = ("init_process_group", "get_backend", "monitored_barrier", "P2POp", "batch_isend_irecv")
 
 
 def _torch_group_ready() -> bool:
@@ -104,7 +104,7 @@ def patched_torch_distributed() -> Iterator[None]:
             ours = getattr(dist, name)
             if name in DEPRECATED and hasattr(tdist, DEPRECATED[name]):  # torch warns too
                 ours = _deprecated(name, DEPRECATED[name], ours)
-            if name not in ALWAYS and name != "P2POp":
+            if name not in ALWAYS:
                 ours = _by_state(name, ours, saved[name])
             setattr(tdist, name, ours)
         yield

@@ -24,8 +24,13 @@ import torch
 import torch.nn as nn
 
 from labs import dist, gpt
-from labs.parallel.fsdp.setup import TrainConfig, _check_model_cfg, _checkpoint_meta, global_batch
-from labs.parallel.fsdp.setup import local_rows
+from labs.parallel.fsdp.setup import (
+    TrainConfig,
+    _check_model_cfg,
+    _checkpoint_meta,
+    global_batch,
+    local_rows,
+)
 from labs.training import checkpoint as ckpt
 
 __all__ = ["run_fsdp", "memory_ledger"]
