@@ -34,10 +34,14 @@ Both accept torch tensors and numpy arrays (results are written into the array y
 global ranks as in torch; ``group_src`` / ``group_dst`` give a rank within the group instead.
 
 Ordinary ``torch.distributed`` programs run unchanged on emulated ranks with
-``python -m labs.dist.run --nproc_per_node 4 script.py`` (:mod:`labs.dist.run`), which swaps in
-these functions for torch's while the script runs: process-group set-up, subgroups,
-``P2POp`` / ``batch_isend_irecv``, ``all_to_all_single`` with uneven splits and the object
-collectives are in :mod:`labs.dist.compat`.  Every rank has its own torch, numpy and ``random``
+``python -m labs.dist.run --nproc_per_node 4 script.py`` (:mod:`labs.dist.run`).  On an
+emulated rank, ``init_process_group("gloo")`` (or ``"nccl"``) gives the rank a real
+``torch.distributed`` process group whose collectives run on the emulator
+(:mod:`labs.dist.backend`), so PyTorch's own ``DistributedDataParallel``, FSDP2
+(``fully_shard``), ``DeviceMesh`` / DTensor, functional collectives and
+``torch.distributed.checkpoint`` work there, traced like every other call.  Process-group set-up,
+subgroups, ``P2POp`` / ``batch_isend_irecv``, ``all_to_all_single`` with uneven splits and the
+object collectives of ``labs.dist`` itself are in :mod:`labs.dist.compat`.  Every rank has its own torch, numpy and ``random``
 state, as separate processes have (``labs/dist/_rng.py``): seed it inside the rank's program.
 
 Emulator semantics worth knowing: ``send`` / ``isend`` copy the tensor and return at once

@@ -6,7 +6,11 @@ starts 4 emulated ranks (threads of this process, see :func:`labs.dist.launch`);
 ``my_script.py`` as ``__main__``.  While the script runs, the functions of ``torch.distributed``
 that the emulator provides (``init_process_group``, ``get_rank``, ``all_reduce``,
 ``batch_isend_irecv``, the object collectives, ...) are replaced by those of :mod:`labs.dist`, so
-the script needs no edit; they are restored afterwards.  As with ``torchrun --tee 3``, every
+the script needs no edit; they are restored afterwards.  Once a rank has called
+``init_process_group``, it has a real process group of the emulated backend
+(:mod:`labs.dist.backend`) and torch's own functions run again (all but :data:`ALWAYS`): what
+they return is what PyTorch's modules expect (DDP's comm hooks call ``get_future()``, FSDP2
+waits on torch ``Work`` objects).  As with ``torchrun --tee 3``, every
 line a rank prints is prefixed with ``[default<rank>]:`` (one rank's lines stay in order; the
 ranks' outputs are printed one after the other when the run ends).
 
