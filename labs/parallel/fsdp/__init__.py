@@ -14,5 +14,12 @@ from labs.parallel.fsdp.fsdp2 import memory_ledger, run_fsdp
 from labs.parallel.fsdp.runs import run_emulated, run_single
 from labs.parallel.fsdp.setup import TrainConfig, global_batch, local_rows
 
-__all__ = ["TrainConfig", "global_batch", "local_rows", "run_single", "run_emulated", "run_fsdp",
-           "memory_ledger"]
+__all__ = [
+    "TrainConfig",
+    "global_batch",
+    "local_rows",
+    "run_single",
+    "run_emulated",
+    "run_fsdp",
+    "memory_ledger",
+]
