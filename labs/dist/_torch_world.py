@@ -190,5 +190,12 @@ def init_emulated(ctx: Any, backend: Any, timeout: Any) -> None:
 def notice_nccl(rank: int) -> None:
     """The one-line notice when a program asks for NCCL on emulated (CPU) ranks."""
     if rank == 0:
-        print("labs.dist: no GPUs here; backend 'nccl' runs on the emulated backend (CPU)",
+        where = "GPUs are not used by emulated ranks" if _has_cuda() else "no GPUs here"
+        print(f"labs.dist: {where}; backend 'nccl' runs on the emulated backend (CPU tensors)",
               file=sys.stderr)  # fmt: skip
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -142,6 +142,7 @@ def _save(cfg: TrainConfig, step: int, model: nn.Module, opt: torch.optim.Optimi
 def _fsdp_rank(cfg: TrainConfig) -> dict[str, Any]:
     """One rank of the FSDP2 program (a torchrun process or an emulated rank)."""
     import torch.distributed as tdist
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     backend = "nccl" if torch.cuda.is_available() and not dist.is_emulated() else "gloo"
@@ -154,9 +155,11 @@ def _fsdp_rank(cfg: TrainConfig) -> dict[str, Any]:
         rank, world = tdist.get_rank(), tdist.get_world_size()
         rows = local_rows(cfg, rank, world)
         model = gpt.GPT(cfg.model_config()).to(device or "cpu")
+        # the mesh on the device the process group serves (emulated ranks: CPU, GPUs or not)
+        mesh = init_device_mesh("cuda" if device is not None else "cpu", (world,))
         for block in model.blocks:
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         opt = torch.optim.AdamW(
             model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay
         )
