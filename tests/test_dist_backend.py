@@ -197,3 +197,39 @@ def test_backend_refuses_outside_emulated_ranks():
     with pytest.raises(RuntimeError, match="only on emulated ranks"):
         tdist.init_process_group("emulated", store=tdist.HashStore(), rank=0, world_size=1)
     assert not tdist.is_initialized()
+
+
+def _mesh_2d() -> tuple:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("gloo")
+    r = dist.get_rank()
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    a, b = torch.tensor([float(r)]), torch.tensor([float(r)])
+    tdist.all_reduce(a, group=mesh["tp"].get_group())
+    tdist.all_reduce(b, group=mesh["dp"].get_group())
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 4)
+    fully_shard(m, mesh=mesh)  # HSDP: replicated over dp, sharded over tp
+    m(torch.ones(2, 4)).sum().backward()
+    # torch's own batch_isend_irecv and coalescing manager (not labs.dist's)
+    x, y = torch.full((2,), float(r)), torch.zeros(2)
+    peer = r ^ 1
+    ops = [tdist.P2POp(tdist.isend, x, peer), tdist.P2POp(tdist.irecv, y, peer)]
+    for w in tdist.batch_isend_irecv(ops):
+        w.wait()
+    with tdist._coalescing_manager(device=torch.device("cpu"), async_ops=True) as cm:
+        tdist.all_reduce(x)
+        tdist.all_reduce(a)
+    cm.wait()
+    dist.destroy_process_group()
+    return a.item(), b.item(), tuple(m.weight.to_local().shape), y[0].item(), x[0].item()
+
+
+def test_two_dimensional_mesh_hsdp_p2p_and_coalescing():
+    res = dist.launch(_mesh_2d, 4, timeout=60)
+    # tp groups {0,1} {2,3} sum to 1 and 5, then all_reduce over the world: 1+1+5+5 = 12
+    assert [r[0] for r in res] == [12.0] * 4 and [r[1] for r in res] == [2.0, 4.0, 2.0, 4.0]
+    assert all(r[2] == (2, 4) for r in res)
+    assert [r[3] for r in res] == [1.0, 0.0, 3.0, 2.0] and [r[4] for r in res] == [6.0] * 4

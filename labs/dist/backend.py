@@ -115,6 +115,7 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def __init__(self, ctx: Any, group: Group):
         super().__init__(group.index[ctx.rank], group.size())
         self._ctx, self._labs_group = ctx, group
+        self._coalesced: list[_EmulatedWork] | None = None
 
     # the c10d surface --------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -133,7 +134,19 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         return f"EmulatedProcessGroup(ranks={list(self._labs_group.ranks)}, rank={self.rank()})"
 
     def _run(self, result: list[torch.Tensor], works: list[Any]) -> _EmulatedWork:
-        return _EmulatedWork(works, result)
+        work = _EmulatedWork(works, result)
+        if self._coalesced is not None:  # inside _start_coalescing ... _end_coalescing
+            self._coalesced.append(work)
+        return work
+
+    def _start_coalescing(self, device: Any = None) -> None:
+        """``torch.distributed._coalescing_manager``: collect the works issued until
+        :meth:`_end_coalescing` (each collective still runs on its own)."""
+        self._coalesced = []
+
+    def _end_coalescing(self, device: Any = None) -> _EmulatedWork:
+        works, self._coalesced = self._coalesced or [], None
+        return _EmulatedWork(works, [t for w in works for t in w._result])
 
     def _root(self, root: int, fn: str) -> int:
         """Check a group rank from the options (gloo raises a RuntimeError for a bad one)."""
@@ -250,7 +263,7 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         return self._run(list(tensors), works)
 
 
-for _name in ("allgather_coalesced", "reduce_scatter_tensor_coalesced_", "_start_coalescing",
-              "_end_coalescing"):  # fmt: skip
+for _name in ("allgather_coalesced", "reduce_coalesced", "broadcast_coalesced",
+              "gather_coalesced"):  # fmt: skip
     if _name not in EmulatedProcessGroup.__dict__:
         setattr(EmulatedProcessGroup, _name, _unsupported(_name))
