@@ -13,8 +13,8 @@ mismatches and deadlocks.  It is registered under the backend name ``"emulated"`
 How torch's process-group tables become per rank is in :mod:`labs.dist._torch_world`.
 
 A collective returns a :class:`_EmulatedWork`: ``wait()`` blocks through the emulator (the
-  rank gives up its turn, deadlocks are detected), ``get_future()`` waits and returns a
-  completed future (DDP's reducer asks for it at once).
+rank gives up its turn, deadlocks are detected), ``get_future()`` waits and returns a completed
+future (DDP's reducer asks for it at once).
 
 A collective the backend does not provide raises ``NotImplementedError`` naming it, never hangs.
 """
@@ -42,9 +42,9 @@ class _EmulatedWork(c10d.Work):
     """A ``torch.distributed.Work`` over the emulator's waits: ``wait()`` completes the operation
     (blocking through the emulator), ``get_future()`` waits and returns a done future."""
 
-    def __init__(self, works: list[Any], result: list[torch.Tensor]):
+    def __init__(self, works: list[Any], result: list[torch.Tensor], source: int = -1):
         super().__init__()
-        self._works, self._result, self._done = works, result, False
+        self._works, self._result, self._done, self._source = works, result, False, source
 
     def wait(self, timeout: Any = None) -> bool:
         if not self._done:
@@ -69,6 +69,10 @@ class _EmulatedWork(c10d.Work):
     def result(self) -> list[torch.Tensor]:
         self.wait()
         return self._result
+
+    def _source_rank(self) -> int:
+        """The sender's group rank, for a receive from any source."""
+        return self._source
 
 
 def _op(opts: Any) -> Any:
@@ -259,8 +263,10 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         return self._run(list(tensors), works)
 
     def recv_anysource(self, tensors, tag=0):
-        works = [_p2p.irecv(self._ctx, t, None, None, tag, None) for t in tensors]
-        return self._run(list(tensors), works)
+        """Receive from whichever rank sends first (at once: torch's ``recv(src=None)``)."""
+        g = self._labs_group
+        srcs = [_p2p.recv(self._ctx, t, None, None, tag, None) for t in tensors]
+        return _EmulatedWork([], list(tensors), g.index.get(srcs[-1], -1) if srcs else -1)
 
 
 for _name in ("allgather_coalesced", "reduce_coalesced", "broadcast_coalesced",
