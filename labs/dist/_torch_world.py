@@ -66,6 +66,9 @@ class _RankWorld(dc10d._World):
         self._count = value
 
 
+_local = threading.local()
+
+
 class _WorldByRank:
     """Stands in for ``distributed_c10d._world``: attribute access goes to the calling rank's
     :class:`_RankWorld` (made on first use), or to torch's own world outside emulated ranks."""
@@ -74,12 +77,17 @@ class _WorldByRank:
         object.__setattr__(self, "_outside", outside)
 
     def _target(self) -> Any:
+        try:  # torch reads _world several times per collective: the rank thread caches it
+            return _local.world
+        except AttributeError:
+            pass
         ctx = _emu.current()
         if ctx is None:
             return self._outside
-        w = getattr(ctx, "c10d_world", None)
+        w = ctx.c10d_world
         if w is None:
             w = ctx.c10d_world = _RankWorld()
+        _local.world = w  # rank threads live for one launch, and so does this
         return w
 
     def __getattr__(self, name: str) -> Any:
