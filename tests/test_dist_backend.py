@@ -234,3 +234,19 @@ def test_two_dimensional_mesh_hsdp_p2p_and_coalescing():
     assert [r[0] for r in res] == [12.0] * 4 and [r[1] for r in res] == [2.0, 4.0, 2.0, 4.0]
     assert all(r[2] == (2, 4) for r in res)
     assert [r[3] for r in res] == [1.0, 0.0, 3.0, 2.0] and [r[4] for r in res] == [6.0] * 4
+
+
+def _plain_torch_init() -> float:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    tdist.init_process_group("gloo")  # torch's own function, inside labs.dist.launch
+    torch.manual_seed(dist.get_rank())  # different weights: DDP broadcasts rank 0's
+    model = DDP(torch.nn.Linear(3, 1))
+    model(torch.ones(2, 3) * (1 + tdist.get_rank())).sum().backward()
+    tdist.destroy_process_group()
+    return model.module.bias.grad.item()
+
+
+def test_torch_init_process_group_inside_launch():
+    assert dist.launch(_plain_torch_init, WORLD) == [2.0, 2.0]
+    assert tdist.init_process_group.__module__ == "torch.distributed.distributed_c10d"

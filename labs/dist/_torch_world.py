@@ -101,9 +101,26 @@ _install_lock = threading.Lock()
 _install_depth = 0
 
 
+def _init_anywhere(outside: Any):
+    """``torch.distributed.init_process_group`` while ranks run: on an emulated rank, the
+    emulated backend (:func:`labs.dist.compat.init_process_group`); elsewhere ``outside``."""
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> None:
+        if _emu.current() is None:
+            return outside(backend, *args, **kwargs)
+        from .compat import init_process_group as emulated
+
+        return emulated(backend, *args, **kwargs)
+
+    init_process_group.__doc__ = outside.__doc__
+    init_process_group.__wrapped_outside__ = outside  # type: ignore[attr-defined]
+    return init_process_group
+
+
 @contextlib.contextmanager
 def installed() -> Iterator[None]:
-    """While emulated ranks run: a torch world per rank and a group registry per thread."""
+    """While emulated ranks run: a torch world per rank, a group registry per thread, and
+    ``torch.distributed.init_process_group`` that gives an emulated rank the emulated backend."""
     global _install_depth
     register()
     with _install_lock:
@@ -112,12 +129,14 @@ def installed() -> Iterator[None]:
             saved = dc10d._world
             dc10d._world = _WorldByRank(saved)
             c10d._set_thread_isolation_mode(True)
+            tdist.init_process_group = _init_anywhere(tdist.init_process_group)
     try:
         yield
     finally:
         with _install_lock:
             _install_depth -= 1
             if _install_depth == 0:
+                tdist.init_process_group = tdist.init_process_group.__wrapped_outside__
                 c10d._set_thread_isolation_mode(False)
                 dc10d._world = dc10d._world._outside
 

@@ -60,7 +60,7 @@ def init_process_group(backend: Any = None, init_method: Any = None, timeout: An
     """
     ctx = _emu.current()
     if ctx is None:
-        tdist.init_process_group(backend, init_method, timeout, world_size, rank, store,
+        dc10d.init_process_group(backend, init_method, timeout, world_size, rank, store,
                                  group_name, pg_options, device_id=device_id)  # fmt: skip
         return
     for name, given, actual in (("rank", rank, ctx.rank), ("world_size", world_size,
