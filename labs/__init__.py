@@ -43,7 +43,7 @@ Part VIII, Chapters 12-18 -- :mod:`labs.parallel`
     ``data_parallel`` and the torchrun script ``ddp_torchrun`` (Ch. 13); ``pipeline`` (package:
     ``schedules``, ``sim``, ``execute``, ``plot``, ``dualpipe``, the torchrun script ``torchrun``;
     Ch. 14 and 18); ``tensor_parallel`` (Ch. 15); ``zero`` (package: ``formulas``, ``state``,
-    ``trainer``) and ``fsdp`` (package: ``setup``, ``runs``, the program ``train``; Ch. 16);
+    ``trainer``) and ``fsdp`` (package: ``setup``, ``fsdp2``, ``runs``, the program ``train``; Ch. 16);
     ``parallel3d`` (Ch. 17); ``act_memory``, ``sequence_parallel``, ``ring_attention``,
     ``ulysses``, ``moe``, ``mesh``, ``mesh_train`` (Ch. 17b).
 Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
@@ -52,7 +52,9 @@ Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
     latency, perplexity).
 The machinery under Part VIII -- :mod:`labs.dist`
     ``torch.distributed`` on threads (and the real thing under torchrun), with traces and an
-    alpha-beta cost model; ``python -m labs.dist.run`` runs an unmodified torchrun script.
+    alpha-beta cost model; ``backend`` makes it a ``torch.distributed`` backend, so PyTorch's own
+    DDP, FSDP2, DTensor and DCP run on emulated ranks; ``python -m labs.dist.run`` runs an
+    unmodified torchrun script.
 Every lab -- :mod:`labs.course`
     the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
     (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox``,
