@@ -81,6 +81,7 @@ from ._api import (
     send,
 )
 from ._common import ReduceOp, Work
+from ._torchrun import torchrun_backend
 from ._emulator import (
     CollectiveMismatchError,
     DeadlockError,
@@ -127,6 +128,7 @@ __all__ = [
     "launch",
     "last_trace",
     "is_emulated",
+    "torchrun_backend",
     "is_initialized",
     "get_rank",
     "get_world_size",

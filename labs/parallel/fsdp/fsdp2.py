@@ -145,7 +145,7 @@ def _fsdp_rank(cfg: TrainConfig) -> dict[str, Any]:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    backend = "nccl" if torch.cuda.is_available() and not dist.is_emulated() else "gloo"
+    backend = "gloo" if dist.is_emulated() else dist.torchrun_backend()
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else None
