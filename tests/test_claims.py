@@ -7,7 +7,7 @@ contents are left out) and fails on a sentence that states a percentage (``12 %`
 ``12 percent``) or a ratio (``4×``, ``4x``, ``4\\times`` not followed by another factor,
 ``4 times faster``) with neither. The few sentences where such a number is a definition, a design
 parameter or derived in the sentence itself are listed, each with the reason it was accepted, in
-``tests/claims_exceptions.toml``; an entry that no longer matches any sentence fails too, so the
+``tests/claims_exceptions.yml``; an entry that no longer matches any sentence fails too, so the
 list stays reviewed.
 
 Run ``python tests/test_claims.py`` to print every unbacked sentence with its page and cell.
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-EXCEPTIONS = Path(__file__).with_name("claims_exceptions.toml")
+EXCEPTIONS = Path(__file__).with_name("claims_exceptions.yml")
 PAGES = sorted((REPO / "book").rglob("*.md")) + sorted((REPO / "book" / "labs").glob("*.ipynb"))
 
 NUMBER = r"(?<![\w.])\d(?:[\d,]*\d)?(?:\.\d+)?"
@@ -103,8 +103,7 @@ def unbacked(sentence: str) -> bool:
 
 
 def load_exceptions() -> list[dict]:
-    with open(EXCEPTIONS, "rb") as f:
-        entries = tomllib.load(f).get("exception", [])
+    entries = yaml.safe_load(EXCEPTIONS.read_text(encoding="utf-8")) or []
     for entry in entries:
         missing = {"page", "text", "reason"} - entry.keys()
         assert not missing, f"{EXCEPTIONS.name}: entry {entry} lacks {sorted(missing)}"
