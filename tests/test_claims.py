@@ -2,13 +2,13 @@
 
 A figure the prose takes from an executed cell is glued (``{glue:text}`key```), so the page shows
 what the run computed; a figure from the literature carries a citation in the same sentence. This
-test reads the prose of every chapter and lab (Markdown only: code, inline code, URLs and roles'
-contents are left out) and fails on a sentence that states a percentage (``12 %``, ``12\\%``,
-``12 percent``) or a ratio (``4×``, ``4x``, ``4\\times`` not followed by another factor,
-``4 times faster``) with neither. The few sentences where such a number is a definition, a design
-parameter or derived in the sentence itself are listed, each with the reason it was accepted, in
-``tests/claims_exceptions.yml``; an entry that no longer matches any sentence fails too, so the
-list stays reviewed.
+test reads the prose of every chapter and lab (Markdown cells and figure captions; code, inline
+code, URLs and the contents of roles are left out) and fails on a sentence that states a
+percentage (``12 %``, ``12\\%``, ``12 percent``) or a ratio (``4×``, ``4x``, ``4\\times`` not
+followed by another factor, ``4 times faster``) with neither. The few sentences where such a
+number is a definition, a design parameter or derived in the sentence itself are listed, each
+with the reason it was accepted, in ``tests/claims_exceptions.yml``; an entry that no longer
+matches any sentence fails too, so the list stays reviewed.
 
 Run ``python tests/test_claims.py`` to print every unbacked sentence with its page and cell.
 """
@@ -55,8 +55,16 @@ class Sentence:
 
 
 def _markdown_cells(path: Path) -> list[tuple[int, str]]:
+    """The page's Markdown cells and its figure captions (a caption is prose the reader reads)."""
     nb = jupytext.read(path) if path.suffix == ".md" else nbformat.read(path, as_version=4)
-    return [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
+    out = []
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "markdown":
+            out.append((i, c.source))
+        caption = c.metadata.get("mystnb", {}).get("figure", {}).get("caption")
+        if c.cell_type == "code" and caption:
+            out.append((i, caption))
+    return out
 
 
 def _prose(source: str) -> str:
@@ -87,7 +95,7 @@ def _sentences_of(source: str) -> list[str]:
 
 
 def sentences(path: Path) -> list[Sentence]:
-    page = path.relative_to(REPO).as_posix()
+    page = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
     return [
         Sentence(page, cell, text)
         for cell, source in _markdown_cells(path)
@@ -164,6 +172,20 @@ def test_a_table_is_cited_by_the_sentence_that_introduces_it():
     uncited = "We compare them:\n\n| a | b |\n|---|---|\n| one | 2× |\n"
     assert not any(unbacked(s) for s in _sentences_of(cited))
     assert any(unbacked(s) for s in _sentences_of(uncited))
+
+
+def test_figure_captions_are_read_too(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "---\njupytext:\n  text_representation: {extension: .md, format_name: myst}\n"
+        "kernelspec: {display_name: Python 3, language: python, name: python3}\n---\n"
+        "# A page\n\n```{code-cell} ipython3\n:mystnb:\n:  figure:\n"
+        ":    caption: Pruning half the weights costs 3 % of the accuracy.\n"
+        ":    name: fig-x\nprint(1)\n```\n"
+    )
+    assert [s.text for s in findings([page])] == [
+        "Pruning half the weights costs 3 % of the accuracy."
+    ]
 
 
 def test_a_citation_backs_only_its_own_sentence():
