@@ -21,8 +21,9 @@ Part III, Chapter 5 -- :mod:`labs.peft`
     ``lora`` LoRA and QLoRA layers; ``nf4`` 4-bit NormalFloat with double quantization;
     ``codes`` the code tables (NF4 levels, 8-bit dynamic map).
 Part IV, Chapter 6 -- :mod:`labs.serving`
-    a FastAPI service of the tiny GPT (``python -m labs.serving``): ``app``, ``auth``, ``limits``,
-    ``batcher``, ``metrics``, ``engine``, ``server``, ``loadgen``; and ``hpa``, ``rollout``,
+    an OpenAI-compatible service of the tiny GPT (``python -m labs.serving``): ``app``,
+    ``protocol``, ``gate``, ``auth``, ``limits``, ``metrics``, ``engine`` (Chapter 10's engine),
+    ``static``, ``replay``, ``batcher``, ``server``, ``loadgen``; and ``hpa``, ``rollout``,
     ``rag``, ``feature_store``, ``storage``, ``export``.
 Part V, Chapter 7 -- :mod:`labs.prompting`
     ``tasks`` in-context task families, ``train`` a small model on them, ``evaluate`` few-shot
@@ -32,7 +33,8 @@ Part VI, Chapters 8-9 -- :mod:`labs.systems`
     arithmetic intensity.
 Part VII, Chapter 10 -- :mod:`labs.inference`
     ``sampling``, ``kv_cache``, ``attention`` (MHA/MQA/GQA), ``paged`` (block manager),
-    ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only).
+    ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only),
+    ``prefix_cache`` (hashed blocks), ``chunked_prefill`` (token budget), ``kv_quant`` (int8 KV).
 Part VII, Chapter 11 -- :mod:`labs.attention`
     ``flash`` naive attention, online softmax, FlashAttention-2 forward and backward in PyTorch;
     ``triton_fwd`` and ``triton_bwd`` the Triton kernels.
