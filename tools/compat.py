@@ -157,6 +157,12 @@ def build_env(profile: str, work: Path, wheel: Path, torch_spec: str) -> Path:
             raise SystemExit(
                 f"compat: colab: the set-up cell failed:\n{setup.stdout}{setup.stderr}"
             )
+    names = ["torch", "numpy", "pandas", "matplotlib", "ipywidgets", "ipykernel", "onnxruntime"]
+    probe = "import importlib.metadata as m; print(', '.join(f'{n} {m.version(n)}' for n in %r))"
+    versions = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe % names], capture_output=True, text=True
+    )
+    log(f"{profile}: {versions.stdout.strip() or versions.stderr.strip()}")
     return venv
 
 
@@ -193,12 +199,20 @@ def run_notebook(venv: Path, lab: Path, folder: Path, env: dict, timeout: int) -
         text=True,
         env=env,
     )
-    return "" if proc.returncode == 0 else (proc.stdout + proc.stderr)[-3000:]
+    if proc.returncode == 0:  # the last line says what passed and what was not applicable
+        return Ok(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "")
+    return (proc.stdout + proc.stderr)[-3000:]
+
+
+class Ok(str):
+    """A job that succeeded, with what it says about itself."""
 
 
 def run_tests(cmd: list[str], folder: Path, env: dict) -> str:
     proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, env=env)
-    return "" if proc.returncode == 0 else (proc.stdout + proc.stderr)[-3000:]
+    if proc.returncode == 0:
+        return Ok(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "")
+    return (proc.stdout + proc.stderr)[-3000:]
 
 
 def timed(fn, *args):
@@ -301,8 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         for fut in concurrent.futures.as_completed(jobs):
             profile, what = jobs[fut]
             out, seconds = fut.result()
-            log(f"{profile}: {what}: {'ok' if not out else 'FAILED'} ({seconds:.0f} s)")
-            if out:
+            ok = isinstance(out, Ok)
+            log(f"{profile}: {what}: {out if ok else 'FAILED'} ({seconds:.0f} s)")
+            if not ok:
                 failures.append(f"--- {profile}: {what}\n{out}")
     for text in failures:
         print(text)

@@ -27,7 +27,8 @@ fi
 compat_log=$(mktemp)
 compat_pid=""
 if [ "${COMPAT:-$([ $# -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
-  .venv/bin/python tools/compat.py >"$compat_log" 2>&1 &
+  # niced: pytest keeps the cores it needs, compat fills the time its workers wait
+  nice -n 10 .venv/bin/python tools/compat.py >"$compat_log" 2>&1 &
   compat_pid=$!
 fi
 trap 'rm -f "$compat_log"; [ -n "$compat_pid" ] && kill "$compat_pid" 2>/dev/null || true' EXIT
