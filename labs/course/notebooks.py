@@ -284,7 +284,10 @@ def setup_cell_source(url: str | None = None, branch: str | None = None) -> str:
         "\n"
         "    try:\n"
         '        importlib.metadata.version("dlsys-labs")\n'
+        "        installed = True\n"
         "    except importlib.metadata.PackageNotFoundError:\n"
+        "        installed = False\n"
+        "    if not installed:\n"
         f'        package = "dlsys-labs @ git+{url}@{branch}"\n'
         '        cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", package]\n'
         "        if subprocess.run(cmd).returncode != 0:\n"
