@@ -5,7 +5,8 @@ Usage: ``.venv/bin/python tools/compat.py [--profile lowest|colab ...] [--labs l
 (``tools/test.sh`` runs it beside pytest; ``--jobs`` notebooks run at once, default 2).
 
 For each profile it builds a virtual environment outside the repository (``$DLSYS_COMPAT_DIR``,
-default ``/tmp/dlsys-compat``), installs the ``labs`` wheel built from this checkout, and then:
+default ``/tmp/dlsys-compat-<hash of the checkout's path>``), installs the ``labs`` wheel built
+from this checkout, and then:
 
 * runs every lab's solution notebook top to bottom, each copied alone into an empty folder (so
   nothing of the repository can be read), and requires every exercise to print ``PASS`` or, for
@@ -284,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=300, help="per-cell timeout (s)")
     args = parser.parse_args(argv)
     profiles = args.profile or ["lowest", "colab"]
-    work = Path(os.environ.get("DLSYS_COMPAT_DIR", "/tmp/dlsys-compat")).resolve()
+    # one folder per checkout: two checkouts on one machine never share environments
+    tag = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+    work = Path(os.environ.get("DLSYS_COMPAT_DIR", f"/tmp/dlsys-compat-{tag}")).resolve()
     if work == REPO or REPO in work.parents:
         raise SystemExit(f"compat: DLSYS_COMPAT_DIR={work} must lie outside the repository")
     torch_spec = os.environ.get("TORCH_SPEC", "torch==2.13.0")
