@@ -229,6 +229,11 @@ def execute(name: str, timeout: int) -> int:
 
     nb = nbformat.read(name, as_version=4)
     NotebookClient(nb, timeout=timeout, kernel_name="python3").execute(cwd=".")
+    if "google.colab" in sys.modules:  # set up before: a second run is quiet
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        if first.outputs:
+            print(f"the set-up cell printed something on its second run: {first.outputs}")
+            return 1
     text = "\n".join(
         o.get("text", "")
         for c in nb.cells
