@@ -4,7 +4,12 @@
 * :mod:`labs.compress.quantize` -- integer formats, absmax / zero-point, granularity, calibration,
   fake quantization with a straight-through estimator, weight-only and int8 linear layers.
 * :mod:`labs.compress.outliers` -- LLM.int8() decomposition, SmoothQuant, AWQ-style protection.
+* :mod:`labs.compress.calibrate` -- calibration tokens, layer inputs and Hessians, layer by layer.
+* :mod:`labs.compress.gptq` -- round-to-nearest and GPTQ (error feedback through H^-1).
+* :mod:`labs.compress.awq` -- AWQ's searched activation-aware scales.
 * :mod:`labs.compress.pruning` -- magnitude (layer-wise, global), N:M and structured pruning.
+* :mod:`labs.compress.wanda` -- Wanda: |W| times the input norm, per output row.
+* :mod:`labs.compress.sparsegpt` -- SparseGPT: pruning with the OBS weight update.
 * :mod:`labs.compress.lowrank` -- truncated-SVD factorisation of linear layers.
 * :mod:`labs.compress.distill` -- knowledge distillation loss and training loop.
 * :mod:`labs.compress.sharing` -- cross-layer parameter sharing and honest byte counts.
