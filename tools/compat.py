@@ -11,7 +11,8 @@ from this checkout, and then:
 * runs every lab's solution notebook top to bottom, each copied alone into an empty folder (so
   nothing of the repository can be read), and requires every exercise to print ``PASS`` or, for
   an optional component that is absent, ``N/A``;
-* runs the emulator's tests (``tests/test_dist*.py``, copied out) against the installed wheel.
+* runs the emulator's tests (``tests/test_dist*.py`` but the slow torchrun ones, copied out)
+  against the installed wheel.
 
 Profiles:
 
@@ -46,7 +47,12 @@ REPO = Path(__file__).resolve().parents[1]
 COLAB = REPO / "tools" / "compat" / "colab.txt"
 # What runs the notebooks and the tests inside a profile's environment (Colab has all but one).
 RUNNER = ["ipykernel", "nbclient", "nbformat", "pytest", "hypothesis"]
-DIST_TESTS = ["test_dist.py", "test_dist_collectives.py", "test_dist_compat.py"]
+DIST_TESTS = [
+    "test_dist.py",
+    "test_dist_collectives.py",
+    "test_dist_compat.py",
+    "test_dist_backend.py",
+]
 RESULT_RE = re.compile(r"^(PASS|N/A) exercise (\d+)", re.M)
 
 FAKE_COLAB = '''"""Stands in for Colab's kernel, which has imported google.colab before any cell runs."""
@@ -314,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             tests.mkdir(parents=True)
             for name in ["conftest.py", *DIST_TESTS]:
                 shutil.copy(REPO / "tests" / name, tests / name)
+            shutil.copytree(REPO / "tests" / "dist_programs", tests / "dist_programs")
             cmd = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             jobs[pool.submit(timed, run_tests, cmd, tests, env)] = (profile, "emulator tests")
             for lab in labs:
