@@ -39,12 +39,17 @@ unset MPLBACKEND  # kernels must keep the inline matplotlib backend, or figures 
 # Two workers (the machine's two cores); tests that share one expensive fixture (the book build,
 # the graded labs) carry an xdist_group mark and stay on one worker. PYTEST_WORKERS=0 runs serially.
 status=0
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
+pytest_log=$(mktemp)
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" | tee "$pytest_log" \
+  || status=$?
 if [ -n "$compat_pid" ]; then
   compat_status=0
   wait "$compat_pid" || compat_status=$?
   compat_pid=""
   cat "$compat_log"
   [ "$status" -ne 0 ] || status=$compat_status
+  echo "pytest's result, again (the compat log above came after it):"
+  grep -E "^=+ .*(passed|failed|error).* =+$" "$pytest_log" | tail -n 1 || true
 fi
+rm -f "$pytest_log"
 exit "$status"
