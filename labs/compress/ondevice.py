@@ -61,10 +61,10 @@ class Device:
 DEVICES = [
     # LPDDR4X-4267 on a 32-bit bus (Raspberry Pi 5 product brief)
     Device("Raspberry Pi 5 (8 GB)", "edge board", 4267e6, 32, 8, "rpi5brief"),
-    # LPDDR5X up to 4800 MHz (9600 MT/s), four 16-bit channels (Snapdragon 8 Gen 3 brief)
-    Device("Snapdragon 8 Gen 3 phone", "phone", 9600e6, 64, 12, "snapdragon8gen3"),
     # 128-bit LPDDR5, 68 GB/s (Jetson Orin Nano 8GB data sheet)
     Device("Jetson Orin Nano 8GB", "edge board", 4266e6, 128, 8, "jetsonorin", 68e9),
+    # LPDDR5X up to 4800 MHz (9600 MT/s), four 16-bit channels (Snapdragon 8 Gen 3 brief)
+    Device("Snapdragon 8 Gen 3 phone", "phone", 9600e6, 64, 12, "snapdragon8gen3"),
     # 100 GB/s unified memory (Apple M2 announcement)
     Device("MacBook Air, Apple M2", "laptop", 6400e6, 128, 16, "applem2", 100e9),
     # up to 400 GB/s (Apple M3 Max announcement)
