@@ -83,7 +83,9 @@ def factorize_linear_aware(linear: nn.Linear, rank: int, scale: torch.Tensor) ->
         left = torch.linalg.cholesky(g)
         undo = torch.linalg.inv(left)
     else:
-        raise ValueError(f"scale must have shape ({n_in},) or ({n_in}, {n_in}), got {tuple(scale.shape)}")
+        raise ValueError(
+            f"scale must have shape ({n_in},) or ({n_in}, {n_in}), got {tuple(scale.shape)}"
+        )
     u, sv, vh = torch.linalg.svd(w @ left, full_matrices=False)
     root = sv[:rank].sqrt()
     first = nn.Linear(linear.in_features, rank, bias=False)

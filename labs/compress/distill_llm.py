@@ -42,7 +42,9 @@ def kd_divergence(
     (``"reverse"``), both softened by ``temperature``; logits (..., vocab). The teacher is
     detached. Returns a scalar in nats per token."""
     if direction not in ("forward", "reverse"):
-        raise ValueError(f"kd_divergence: direction must be 'forward' or 'reverse', got {direction!r}")
+        raise ValueError(
+            f"kd_divergence: direction must be 'forward' or 'reverse', got {direction!r}"
+        )
     v = student_logits.shape[-1]
     log_s = F.log_softmax(student_logits.reshape(-1, v).float() / temperature, dim=-1)
     log_t = F.log_softmax(teacher_logits.detach().reshape(-1, v).float() / temperature, dim=-1)
@@ -70,7 +72,9 @@ def distill_kl(
         hard = F.cross_entropy(s_logits.reshape(-1, s_logits.shape[-1]).float(), y.reshape(-1))
         return alpha * kd_divergence(s_logits, t_logits, direction) + (1 - alpha) * hard
 
-    return gpt.train(student, batches, steps, lr=lr, warmup_steps=min(20, steps // 10), loss_fn=loss_fn)
+    return gpt.train(
+        student, batches, steps, lr=lr, warmup_steps=min(20, steps // 10), loss_fn=loss_fn
+    )
 
 
 @torch.no_grad()

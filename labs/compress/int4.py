@@ -86,7 +86,9 @@ class Int4Linear(nn.Module):
     def __init__(self, in_features: int, out_features: int, group_size: int = 32, bias=True):
         super().__init__()
         self.in_features, self.out_features, self.group_size = in_features, out_features, group_size
-        self.register_buffer("packed", torch.zeros(out_features, in_features // 2, dtype=torch.uint8))
+        self.register_buffer(
+            "packed", torch.zeros(out_features, in_features // 2, dtype=torch.uint8)
+        )
         self.register_buffer(
             "scales", torch.ones(out_features, in_features // group_size, dtype=torch.float16)
         )
@@ -133,7 +135,9 @@ def to_int4(model: nn.Module, group_size: int = 32) -> nn.Module:
 def save_int4(model: nn.Module, path: str | os.PathLike, group_size: int = 32) -> int:
     """Quantize a :class:`labs.gpt.GPT` to int4 and write it with its config; returns bytes."""
     q = to_int4(model, group_size)
-    torch.save({"config": vars(model.config), "group_size": group_size, "state": q.state_dict()}, path)
+    torch.save(
+        {"config": vars(model.config), "group_size": group_size, "state": q.state_dict()}, path
+    )
     return os.path.getsize(path)
 
 

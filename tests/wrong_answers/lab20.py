@@ -61,6 +61,25 @@ WRONG = [
     Wrong(3, "off by one in the discarded values", old="s[r:].pow(2)", new="s[r + 1 :].pow(2)"),
     Wrong(
         3,
+        "treats the values as ascending: discards the largest",
+        old="s[r:].pow(2).sum()",
+        new="s[: len(s) - r].pow(2).sum()",
+    ),
+    Wrong(
+        3,
+        "returns the kept share instead of the lost one",
+        old="s[r:].pow(2).sum()",
+        new="s[:r].pow(2).sum()",
+    ),
+    Wrong(3, "squares in the input dtype (float16 overflows)", old="    s = s.double()\n", new=""),
+    Wrong(
+        3,
+        "returns a tensor, not a float",
+        old="return float((s[r:].pow(2).sum() / s.pow(2).sum()).sqrt())",
+        new="return (s[r:].pow(2).sum() / s.pow(2).sum()).sqrt()",
+    ),
+    Wrong(
+        3,
         "forgets the square root",
         old="return float((s[r:].pow(2).sum() / s.pow(2).sum()).sqrt())",
         new="return float(s[r:].pow(2).sum() / s.pow(2).sum())",
@@ -79,5 +98,34 @@ WRONG = [
         4,
         "counts duplicates",
         block="return sum(p.numel() * p.element_size() for _, p in model.named_parameters(remove_duplicate=False))",
+    ),
+    Wrong(
+        5,
+        "fixed-width bits instead of the entropy",
+        block="return float(index.numel() * math.ceil(math.log2(k)))",
+    ),
+    Wrong(
+        5,
+        "natural logarithm (nats, not bits)",
+        old="math.log2(c / n)",
+        new="math.log(c / n)",
+    ),
+    Wrong(
+        5,
+        "bits per weight instead of the total",
+        old="return float(-sum(c * math.log2(c / n) for c in counts if c > 0))",
+        new="return float(-sum(c / n * math.log2(c / n) for c in counts if c > 0))",
+    ),
+    Wrong(
+        5,
+        "counts without minlength and in the index dtype (uint8 overflows)",
+        old="counts = torch.bincount(index.reshape(-1).long(), minlength=k).tolist()",
+        new="counts = torch.unique(index, return_counts=True)[1].to(index.dtype).tolist()",
+    ),
+    Wrong(
+        5,
+        "divides by k instead of the number of weights",
+        old="math.log2(c / n)",
+        new="math.log2(c / k)",
     ),
 ]
