@@ -128,4 +128,34 @@ WRONG = [
         old="math.log2(c / n)",
         new="math.log2(c / k)",
     ),
+    Wrong(
+        6,
+        "whitens with L transposed",
+        old="w.double() @ chol, full_matrices=False",
+        new="w.double() @ chol.T, full_matrices=False",
+    ),
+    Wrong(
+        6,
+        "forgets to undo the whitening",
+        old="a = root[:, None] * vh[:r] @ torch.linalg.inv(chol)",
+        new="a = root[:, None] * vh[:r]",
+    ),
+    Wrong(
+        6,
+        "plain SVD: ignores the inputs",
+        old="chol = torch.linalg.cholesky(gram.double())",
+        new="chol = torch.eye(gram.shape[0], dtype=torch.float64)",
+    ),
+    Wrong(
+        6,
+        "diagonal scaling (ASVD) instead of whitening",
+        old="chol = torch.linalg.cholesky(gram.double())",
+        new="chol = torch.diag(gram.double().diagonal().sqrt())",
+    ),
+    Wrong(
+        6,
+        "all singular values into the first factor",
+        old="return a.float(), (u[:, :r] * root).float()",
+        new="return (a * root[:, None]).float(), u[:, :r].float()",
+    ),
 ]
