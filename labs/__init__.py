@@ -49,7 +49,10 @@ Part VIII, Chapters 12-18 -- :mod:`labs.parallel`
 Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
     ``pruning``, ``quantize``, ``outliers`` (LLM.int8(), SmoothQuant, AWQ), ``int8`` (integer
     matmul), ``distill``, ``lowrank``, ``sharing``, ``export`` (ONNX Runtime), ``measure`` (size,
-    latency, perplexity).
+    latency, perplexity); for Ch. 19 ``ondevice`` (bandwidth ceilings, energy), ``int4`` (packed
+    int4 files), ``request_memory``, ``delegate`` (operator coverage); for Ch. 20 ``cluster``
+    (Deep Compression), ``asvd`` (activation-aware low rank), ``distill_llm`` (KL direction,
+    sequence-level KD).
 The machinery under Part VIII -- :mod:`labs.dist`
     ``torch.distributed`` on threads (and the real thing under torchrun), with traces and an
     alpha-beta cost model; ``backend`` makes it a ``torch.distributed`` backend, so PyTorch's own

@@ -14,6 +14,14 @@
 * :mod:`labs.compress.distill` -- knowledge distillation loss and training loop.
 * :mod:`labs.compress.sharing` -- cross-layer parameter sharing and honest byte counts.
 * :mod:`labs.compress.export` -- ONNX export, ONNX Runtime sessions and int8 quantization.
+* :mod:`labs.compress.ondevice` -- weight bytes with scales, decode-speed ceilings of named devices,
+  energy per token (Chapter 19).
+* :mod:`labs.compress.int4` -- int4 group-wise packing, ``Int4Linear``, save and load.
+* :mod:`labs.compress.request_memory` -- peak memory of a generation request from the allocator.
+* :mod:`labs.compress.delegate` -- operator coverage and accelerator partitions of an ONNX graph.
+* :mod:`labs.compress.cluster` -- k-means weight clustering, fine-tuned centroids, Huffman sizes.
+* :mod:`labs.compress.asvd` -- activation-aware low rank (ASVD scaling, SVD-LLM whitening).
+* :mod:`labs.compress.distill_llm` -- forward/reverse KL and sequence-level distillation.
 
 NF4 (QLoRA's 4-bit format, Chapter 5) lives in :mod:`labs.peft.nf4`.
 """
