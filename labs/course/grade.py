@@ -27,8 +27,9 @@ from typing import Any
 
 from labs.course.key import compare, find_key, load_key
 from labs.course.notebooks import NotebookError, load_notebook
-from labs.course.protect import check_snippet, definitions, parse_result, pass_lines
+from labs.course.protect import check_snippet, definitions, parse_result
 from labs.course.sandbox import Sandbox
+from labs.course.verdict import judge, loaded_names, rewrite
 
 __all__ = [
     "ExerciseResult",
@@ -38,11 +39,13 @@ __all__ = [
     "NOTEBOOK_TIMEOUT",
     "grade_notebook",
     "grade_notebooks",
+    "reference_run",
+    "Reference",
 ]
 
 CELL_TIMEOUT = 120  #: seconds a cell may run
 NOTEBOOK_TIMEOUT = 900  #: seconds a whole submission may run
-STATUSES = ("graded", "invalid", "timeout", "tampered")
+STATUSES = ("graded", "invalid", "timeout", "tampered", "not applicable")
 
 
 class GraderError(RuntimeError):
@@ -57,12 +60,17 @@ class ExerciseResult:
     exercise: int
     passed: bool
     error: str  #: why it failed ("" when passed)
-    status: str = "graded"  #: graded, invalid, timeout or tampered
+    status: str = "graded"  #: graded, invalid, timeout, tampered or not applicable
     verified: str = ""  #: the PASS line(s) of a passed exercise
 
     @property
     def message(self) -> str:
         return self.error if not self.passed else self.verified
+
+    @property
+    def outcome(self) -> str:
+        """``PASS``, ``FAIL`` or ``N/A`` (not applicable: counts neither way)."""
+        return "N/A" if self.status == "not applicable" else "PASS" if self.passed else "FAIL"
 
 
 @dataclass
@@ -80,13 +88,102 @@ class NotebookResult:
 
     @property
     def passed(self) -> bool:
-        return all(e.passed for e in self.exercises) and not self.failed_cells
+        graded = [e for e in self.exercises if e.outcome != "N/A"]
+        return all(e.passed for e in graded) and not self.failed_cells
 
 
 def _all_fail(path: str, key: dict | None, status: str, why: str, lab: str = "") -> NotebookResult:
     numbers = [int(n) for n in key["exercises"]] if key else [0]
     exercises = [ExerciseResult(path, n, False, why, status) for n in sorted(numbers)]
     return NotebookResult(path, exercises, lab=lab, status=status)
+
+
+@dataclass
+class Reference:
+    """What the key's own solution recorded at each check cell, in a trusted kernel."""
+
+    events: dict[tuple[int, int], list]  #: (exercise, k) -> the recorder's events
+    not_applicable: dict[int, str]  #: exercise -> why it cannot run here
+    problems: dict[tuple[int, int], str]  #: check cells the key's own run could not record
+    keep: set[str]  #: names other cells read (see :func:`labs.course.verdict.rewrite`)
+
+
+def _keep(key: dict[str, Any]) -> set[str]:
+    """Names that code other than expected arguments reads: assignments to them always stay."""
+    plain = [c["source"] for c in key["cells"] if "source" in c]
+    checks = [c["source"] for ex in key["exercises"].values() for c in ex["checks"]]
+    everything = loaded_names(plain + checks)
+    keep = loaded_names(plain)
+    for source in checks:
+        try:
+            keep |= loaded_names([rewrite(source, True, everything)[0]])
+        except SyntaxError:
+            continue
+    return keep
+
+
+def _check_cells(key: dict[str, Any]) -> list[tuple[int, int, str]]:
+    return [
+        (int(num), k, c["source"])
+        for num, ex in key["exercises"].items()
+        for k, c in enumerate(ex["checks"])
+    ]
+
+
+def reference_run(
+    key: dict[str, Any],
+    *,
+    cell_timeout: float = CELL_TIMEOUT,
+    notebook_timeout: float = NOTEBOOK_TIMEOUT,
+    isolate: bool = True,
+) -> Reference:
+    """Run the key's solution once in a trusted sandboxed kernel and record every check's values.
+
+    Raises:
+        GraderError: the kernel could not start, or the key has no solution cells.
+    """
+    if not key.get("cells"):
+        raise GraderError(f"the answer key of {key.get('lab')} has no solution cells to run")
+    keep = _keep(key)
+    events: dict[tuple[int, int], list] = {}
+    problems: dict[tuple[int, int], str] = {}
+    na: dict[int, str] = {}
+    prelude: list[str] = []
+    box = Sandbox(isolate=isolate)
+    try:
+        box.start()
+    except (RuntimeError, OSError) as err:
+        box.close()
+        raise GraderError(f"{key.get('lab')}: could not start the reference kernel: {err}") from err
+    try:
+        deadline = time.monotonic() + notebook_timeout
+        for c in key["cells"]:
+            left = min(cell_timeout, deadline - time.monotonic())
+            if "check" not in c:
+                if left > 0 and box.alive():
+                    box.run(c["source"], left)
+                continue
+            num, k = c["check"]
+            source = key["exercises"][str(num)]["checks"][k]["source"]
+            if left <= 0 or not box.alive():
+                problems[(num, k)] = "the key's own run stopped before this check (time limit)"
+                continue
+            code, nonce = check_snippet(
+                "\n".join([*prelude, source]), [], box.package_dir, student=False, keep=keep
+            )
+            prelude.append(definitions(source))
+            result = box.run(code, left)
+            found = parse_result(result.stdout, nonce)
+            if found is None:
+                problems[(num, k)] = f"the key's own run of this check gave no result ({result.error})"
+                continue
+            events[(num, k)] = found
+            for ev in found:
+                if ev and ev[0] == "na":
+                    na[num] = str(ev[1])
+    finally:
+        box.close()
+    return Reference(events, na, problems, keep)
 
 
 def grade_notebook(
@@ -99,6 +196,7 @@ def grade_notebook(
     isolate: bool = True,
     nb: Any = None,
     hide: tuple = (),
+    reference: Reference | None = None,
 ) -> NotebookResult:
     """Grade one submission in its own sandboxed kernel.
 
@@ -108,13 +206,14 @@ def grade_notebook(
             the file name, in ``key_dir`` (default ``instructor/keys``).
         cell_timeout: seconds any one cell may run.
         notebook_timeout: seconds the whole notebook may run.
-        isolate: use network and mount namespaces where available.
+        isolate: use the namespaces of the sandbox where available.
         nb: the notebook, if already read (a :class:`NotebookError` stands for an unreadable one).
         hide: more folders the kernel must not see (see :class:`~labs.course.sandbox.Sandbox`).
+        reference: the key's recorded run (:func:`reference_run`); computed when not given.
 
     Raises:
         NotebookError: no answer key could be found or read (nothing to grade against).
-        GraderError: the kernel could not be started.
+        GraderError: a kernel could not be started.
     """
     path_text = str(path)
     if key is None:
@@ -128,16 +227,22 @@ def grade_notebook(
         nb = load_notebook(path) if nb is None else nb
     except NotebookError as err:
         return _all_fail(path_text, key, "invalid", f"invalid: {err}", lab)
+    if reference is None:
+        reference = reference_run(
+            key, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, isolate=isolate
+        )
     checks, tampered = compare(nb, key)
     refs = {int(n): ex.get("references", []) for n, ex in key["exercises"].items()}
     order = sorted((i, num, k) for num, cells in checks.items() for k, i in enumerate(cells))
     check_at = {i: (num, k) for i, num, k in order}
     outcome: dict[int, list[str]] = {num: [] for num in checks}  # errors per exercise
     verified: dict[int, list[str]] = {num: [] for num in checks}
+    invalid: dict[int, str] = {}  # exercise -> the key's own run failed (not the student's fault)
     stopped: dict[int, tuple[str, str]] = {}  # exercise -> (status, why) when not run to the end
     failed: dict[int, str] = {}
     executed = 0
     prelude: list[str] = []
+    na = tuple(sorted(reference.not_applicable))
     box = Sandbox(isolate=isolate, hide=hide)
     try:
         box.start()
@@ -170,28 +275,35 @@ def grade_notebook(
             if index in check_at:
                 num, k = check_at[index]
                 source = key["exercises"][str(num)]["checks"][k]["source"]
+                if num in reference.not_applicable:
+                    prelude.append(definitions(source))
+                    continue
                 code, nonce = check_snippet(
-                    num, "\n".join([*prelude, source]), refs.get(num, []), box.package_dir
-                )
+                    "\n".join([*prelude, source]), refs.get(num, []), box.package_dir,
+                    keep=reference.keep, not_applicable=na,
+                )  # fmt: skip
                 prelude.append(definitions(source))
                 result = box.run(code, limit)
             else:
                 result = box.run(cell.get("source", ""), limit)
             executed += 1
-            if result.status == "timeout":
+            if result.status in ("timeout", "flood"):
                 why = (
-                    f"timeout after {limit:g} s in cell {index}"
+                    result.error
+                    if result.status == "flood"
+                    else f"timeout after {limit:g} s in cell {index}"
                     if limit == cell_timeout
                     else f"timeout: the notebook time limit of {notebook_timeout:g} s was "
                     f"reached in cell {index}"
                 )
                 failed[index] = why
-                halted, halted_status = f"not run: {why}", "timeout"
+                halted_status = "timeout" if result.status == "timeout" else "invalid"
+                halted = f"not run: {why}"
                 if index in check_at:
-                    stopped.setdefault(check_at[index][0], ("timeout", why))
+                    stopped.setdefault(check_at[index][0], (halted_status, why))
                 continue
             if result.status == "died":
-                why = f"the kernel died in cell {index} (it crashed or exited)"
+                why = f"the kernel died in cell {index} (it crashed, exited or ran out of memory)"
                 failed[index] = why
                 halted = f"not run: {why}"
                 if index in check_at:
@@ -201,16 +313,10 @@ def grade_notebook(
                 if result.status == "error":
                     failed[index] = result.error
                 continue
-            verdict = parse_result(result.stdout, nonce)
-            if result.status != "ok" or verdict is None:
-                why = (
-                    result.error or "the check reported no result (was the grader's code replaced?)"
-                )
-                outcome[num].append(why)
-            elif not verdict["ok"]:
-                outcome[num].append(verdict["error"] or "the check failed")
-            else:
-                verified[num].extend(pass_lines(result.stdout))
+            _judge_cell(
+                reference, (num, k), parse_result(result.stdout, nonce), result.error,
+                outcome, verified, invalid,
+            )  # fmt: skip
             if outcome[num] and index not in failed:
                 failed[index] = outcome[num][-1]
     finally:
@@ -220,6 +326,11 @@ def grade_notebook(
     for n in sorted(int(n) for n in key["exercises"]):
         if n in tampered:
             exercises.append(ExerciseResult(path_text, n, False, tampered[n], "tampered"))
+        elif n in reference.not_applicable:
+            why = f"N/A exercise {n}: {reference.not_applicable[n]}"
+            exercises.append(ExerciseResult(path_text, n, False, why, "not applicable"))
+        elif n in invalid:
+            exercises.append(ExerciseResult(path_text, n, False, invalid[n], "invalid"))
         elif n in stopped and not outcome[n]:
             status, why = stopped[n]
             exercises.append(ExerciseResult(path_text, n, False, why, status))
@@ -230,10 +341,40 @@ def grade_notebook(
                 ExerciseResult(path_text, n, True, "", verified=" | ".join(verified[n]))
             )
     statuses = {e.status for e in exercises}
-    status = next((s for s in ("tampered", "timeout") if s in statuses), "graded")
+    status = next((s for s in ("tampered", "timeout", "invalid") if s in statuses), "graded")
+    if status == "invalid" and not any(e.status == "invalid" and "flood" in e.error or
+                                       "printed more" in e.error for e in exercises):
+        status = "graded"  # the key's own failure does not make the submission invalid
     return NotebookResult(
         path_text, exercises, failed, executed, [i for i, _, _ in order], lab, status, isolation
     )
+
+
+def _judge_cell(reference, where, events, error, outcome, verified, invalid) -> None:
+    """Record the verdicts of one check cell (``where`` = (exercise, k))."""
+    num = where[0]
+    if where in reference.problems or where not in reference.events:
+        why = reference.problems.get(where, "the key's own run recorded nothing")
+        invalid[num] = f"not graded: {why} (an answer-key problem, not the student's)"
+        return
+    if events is None:
+        outcome[num].append(error or "the check reported no result (did the kernel's output "
+                            "get redirected or the grader's code replaced?)")  # fmt: skip
+        return
+    violation = next((ev[1] for ev in events if ev[:1] == ["violation"] and len(ev) == 2), None)
+    for v in judge(reference.events[where], events):
+        n = v.number or num
+        if v.status == "key":
+            invalid[n] = f"not graded: {v.message} (an answer-key problem, not the student's)"
+        elif violation is not None:
+            outcome.setdefault(n, []).append(
+                f"CheckFailure: Exercise {n} -- calls the reference implementation {violation}, "
+                "which this exercise asks you to write yourself"
+            )
+        elif v.status == "fail":
+            outcome.setdefault(n, []).append(v.message)
+        elif v.status == "pass":
+            verified.setdefault(n, []).append(v.message)
 
 
 def grade_notebooks(
@@ -242,40 +383,48 @@ def grade_notebooks(
     *,
     notebook_timeout: float = NOTEBOOK_TIMEOUT,
     jobs: int = 1,
-    key: str | Path | None = None,
+    key: str | Path | dict | None = None,
     key_dir: str | Path | None = None,
     isolate: bool = True,
     on_done=None,
 ) -> list[NotebookResult]:
     """Grade several submissions, ``jobs`` at a time, each in its own kernel; results in order.
 
-    Every notebook is read before any kernel starts, and the kernels cannot see the submissions'
-    folders (where namespaces are available), so no submission can read or rewrite another.  A
-    submission for which no key is found is ``invalid`` (the others are still graded);
-    ``on_done(result)`` is called as each one finishes (for progress bars).
+    Every notebook and key is read, and every lab's reference run made, before any submission's
+    kernel starts; the kernels cannot see the submissions' folders (where namespaces are
+    available), so no submission can read or rewrite another.  A submission for which no key is
+    found is ``invalid`` (the others are still graded); ``on_done(result)`` is called as each one
+    finishes (for progress bars).
     """
     loaded: dict[str, Any] = {}
+    keys: dict[str, Any] = {}
     for p in paths:
         try:
             loaded[str(p)] = load_notebook(p)
         except NotebookError as err:
             loaded[str(p)] = err
+        try:
+            k = key if key is not None else find_key(p, key_dir)
+            keys[str(p)] = k if isinstance(k, dict) else load_key(k)
+        except NotebookError as err:
+            keys[str(p)] = err
     hide = tuple(sorted({str(Path(p).resolve().parent) for p in paths}))
+    references: dict[str, Reference] = {}
+    for k in keys.values():
+        if isinstance(k, dict) and k["lab"] not in references:
+            references[k["lab"]] = reference_run(
+                k, cell_timeout=timeout, notebook_timeout=notebook_timeout, isolate=isolate
+            )
 
     def one(p: str | Path) -> NotebookResult:
-        try:
+        k = keys[str(p)]
+        if isinstance(k, NotebookError):
+            result = _all_fail(str(p), None, "invalid", f"invalid: {k}")
+        else:
             result = grade_notebook(
-                p,
-                key,
-                cell_timeout=timeout,
-                notebook_timeout=notebook_timeout,
-                key_dir=key_dir,
-                isolate=isolate,
-                nb=loaded[str(p)],
-                hide=hide,
-            )
-        except NotebookError as err:
-            result = _all_fail(str(p), None, "invalid", f"invalid: {err}")
+                p, k, cell_timeout=timeout, notebook_timeout=notebook_timeout,
+                isolate=isolate, nb=loaded[str(p)], hide=hide, reference=references[k["lab"]],
+            )  # fmt: skip
         if on_done is not None:
             on_done(result)
         return result

@@ -20,6 +20,7 @@ says that the network and the repository stay reachable.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import secrets
@@ -35,44 +36,34 @@ from pathlib import Path
 
 from labs.course.notebooks import REPO_ROOT
 
-__all__ = ["Sandbox", "CellResult", "isolation_available", "HIDDEN_FROM_SUBMISSIONS"]
+__all__ = ["Sandbox", "CellResult", "isolation_available"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  #: the ``labs`` package being graded with
-#: Repository folders a submission must not read (solutions, keys, wrong answers, history).
-HIDDEN_FROM_SUBMISSIONS = ("book", "instructor", "tests", ".git")
-_DROP_ENV = ("LABS_GRADE", "PYTEST", "JPY_", "JUPYTER_RUNTIME", "COV_CORE", "PWD", "OLDPWD")
 
-_SETUP = r'''"""Set up the grading sandbox's namespaces (written by labs.course.sandbox)."""
-import ctypes, fcntl, os, socket, struct, sys
-
-
-def _setup(hide):
-    # Bring up loopback in the new network namespace (servers on 127.0.0.1 keep working).
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifreq = fcntl.ioctl(s, 0x8913, struct.pack("16sh", b"lo", 0))  # SIOCGIFFLAGS
-        flags = struct.unpack("16sh", ifreq)[1]
-        fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 0x1))  # SIOCSIFFLAGS, IFF_UP
-    libc = ctypes.CDLL(None, use_errno=True)
-    for path in hide:
-        if os.path.isdir(path):
-            if libc.mount(b"none", path.encode(), b"tmpfs", 0, b"size=4k,mode=0555") != 0:
-                raise OSError(ctypes.get_errno(), f"cannot cover {path}")
-    # A nested user + mount namespace locks those mounts: the kernel cannot unmount them.
-    if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
-        raise OSError(ctypes.get_errno(), "nested unshare failed")
-    for name, text in (("setgroups", "deny"), ("uid_map", "0 0 1"), ("gid_map", "0 0 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
-'''
-
+_JAIL = Path(__file__).with_name("jail.py")
 _LAUNCH = """
+import json, sys
 if {isolated!r}:
-    _setup({hide!r})
+    seal(**json.loads({spec!r}))
 sys.argv = ["ipykernel_launcher", *sys.argv[1:]]
 from ipykernel import kernelapp
 
 kernelapp.launch_new_instance()
 """
+#: ``unshare`` options: own user (mapped to root), network, mount and PID namespaces; the kernel
+#: is PID 1 of its namespace and is killed with ``unshare`` (``--kill-child``).
+UNSHARE = ["--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--kill-child",
+           "--mount-proc"]  # fmt: skip
+#: Variables a kernel may inherit from the grader (everything else is dropped).
+ENV_ALLOW = (
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "SYSTEMROOT",
+)  # fmt: skip
+MEMORY_LIMIT = 6 * 2**30  #: bytes of address space per kernel process (RLIMIT_AS)
+FILE_LIMIT = 2**30  #: bytes per file a kernel may write (RLIMIT_FSIZE)
+PROCESS_LIMIT = 512  #: processes (RLIMIT_NPROC; not enforced when grading as root)
+OUTPUT_LIMIT = 64 * 2**20  #: characters of output per cell before the kernel is stopped
 
 
 @lru_cache(maxsize=1)
@@ -84,18 +75,26 @@ def isolation_available() -> str:
     if unshare is None:
         return "no network or filesystem isolation: the unshare command is missing (util-linux)"
     with tempfile.TemporaryDirectory(prefix="labs-grade-probe-") as tmp:
-        probe = _SETUP + f"_setup([{tmp!r}])\nprint(os.listdir({tmp!r}) == [])\n"
-        Path(tmp, "secret").write_text("x")
+        box, hidden = Path(tmp, "box"), Path(tmp, "hidden")
+        box.mkdir()
+        hidden.mkdir()
+        Path(hidden, "secret").write_text("x")
+        spec = {"box": str(box), "cover": [str(hidden)], "readable": [], "limits": {}}
+        probe = (
+            _JAIL.read_text(encoding="utf-8")
+            + f"\nseal(**{spec!r})\nimport os\n"
+            f"print(not os.path.exists({str(hidden / 'secret')!r}), os.getpid())\n"
+        )
         try:
             done = subprocess.run(
-                [unshare, "-rnm", sys.executable, "-c", probe],
+                [unshare, *UNSHARE, sys.executable, "-c", probe],
                 capture_output=True, text=True, timeout=60, check=False,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as err:
-            return f"no network or filesystem isolation: unshare failed ({err})"
-    if done.returncode != 0 or done.stdout.strip() != "True":
+            return f"no isolation: unshare failed ({err})"
+    if done.returncode != 0 or done.stdout.split() != ["True", "1"]:
         why = (done.stderr.strip().splitlines() or [done.stdout.strip() or "refused"])[-1]
-        return f"no network or filesystem isolation: unshare -rnm is refused here ({why})"
+        return f"no isolation: unshare with user, PID, mount and network namespaces is refused ({why})"
     return ""
 
 
@@ -103,7 +102,7 @@ def isolation_available() -> str:
 class CellResult:
     """What one executed code cell did."""
 
-    status: str  #: "ok", "error", "timeout" or "died"
+    status: str  #: "ok", "error", "timeout", "died" or "flood" (too much output: killed)
     error: str = ""  #: ``"Name: message"`` (first line) for errors; the reason otherwise
     stdout: str = ""  #: everything the cell printed to stdout
 
@@ -119,8 +118,15 @@ class Sandbox:
         startup_timeout: seconds to wait for the kernel to answer.
     """
 
-    def __init__(self, isolate: bool = True, hide=(), startup_timeout: float = 60):
+    def __init__(
+        self,
+        isolate: bool = True,
+        hide=(),
+        startup_timeout: float = 60,
+        memory: int = MEMORY_LIMIT,
+    ):
         self.isolation = isolation_available() if isolate else "isolation turned off"
+        self.memory = memory
         self.extra_hide = [Path(h) for h in hide]
         self.startup_timeout = startup_timeout
         self.dir: Path | None = None
@@ -150,9 +156,9 @@ class Sandbox:
         from jupyter_client.connect import write_connection_file
 
         self.dir = Path(tempfile.mkdtemp(prefix="labs-grade-"))
-        work, tmp = self.dir / "work", self.dir / "tmp"
-        work.mkdir()
-        tmp.mkdir()
+        work, tmp, home = self.dir / "work", self.dir / "tmp", self.dir / "home"
+        for folder in (work, tmp, home):
+            folder.mkdir()
         shutil.copytree(PACKAGE_DIR, self.package_dir, ignore=shutil.ignore_patterns("*.egg-info"))
         conn, _ = write_connection_file(
             str(self.dir / "kernel.json"),
@@ -161,18 +167,28 @@ class Sandbox:
             key=secrets.token_hex(16).encode(),
         )
         launcher = self.dir / "launch_kernel.py"
-        hide = self._hidden()
-        launcher.write_text(_SETUP + _LAUNCH.format(hide=hide, isolated=not self.isolation))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
+        spec = {
+            "box": str(self.dir),
+            "cover": self._hidden(),
+            "readable": self._readable(),
+            "limits": {"as": self.memory, "fsize": FILE_LIMIT, "nofile": 4096,
+                       "nproc": PROCESS_LIMIT},
+        }  # fmt: skip
+        launcher.write_text(
+            _JAIL.read_text(encoding="utf-8")
+            + _LAUNCH.format(spec=json.dumps(spec), isolated=not self.isolation)
+        )
+        env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
         env.update(
             PYTHONPATH=str(self.package_dir.parent),
             PYTHONHASHSEED="0",
+            HOME=str(home),
             TMPDIR=str(tmp),
-            IPYTHONDIR=str(self.dir / "ipython"),
+            IPYTHONDIR=str(home / ".ipython"),
+            MPLCONFIGDIR=str(home / ".matplotlib"),
             PYDEVD_DISABLE_FILE_VALIDATION="1",
         )
-        env.pop("MPLBACKEND", None)  # the kernel's inline backend, as in the book's build
-        prefix = [] if self.isolation else [shutil.which("unshare") or "unshare", "-rnm"]
+        prefix = [] if self.isolation else [shutil.which("unshare") or "unshare", *UNSHARE]
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, str(launcher), "-f", conn],
             cwd=work,
@@ -201,17 +217,30 @@ class Sandbox:
                     ) from None
 
     def _hidden(self) -> list[str]:
-        """Folders to cover: the repository's instructor material and ``hide``, where safe."""
-        needed = [self.dir, Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)]
-        needed += [Path(os.path.expanduser("~")), PACKAGE_DIR]
-        needed = [p.resolve() for p in needed]
-        candidates = [REPO_ROOT / name for name in HIDDEN_FROM_SUBMISSIONS] + self.extra_hide
-        out = []
+        """Folders to cover: the repository, the home folder, the grader's folder, ``hide``."""
+        candidates = [REPO_ROOT, PACKAGE_DIR.parent, Path.home(), Path.cwd(), *self.extra_hide]
+        for name, module in list(sys.modules.items()):  # editable installs of labs elsewhere
+            if name.startswith("__editable__") and isinstance(getattr(module, "MAPPING", 0), dict):
+                candidates += [Path(v).parent for v in module.MAPPING.values()]
+        system = [Path(p) for p in ("/usr", "/lib", "/lib64", "/bin", "/etc", "/opt", "/var",
+                                    "/proc", "/sys", "/dev", "/run")]  # fmt: skip
+        box = self.dir.resolve()
+        out = set()
         for path in candidates:
             path = path.resolve()
-            if path.is_dir() and not any(n == path or path in n.parents for n in needed):
-                out.append(str(path))
-        return sorted(set(out))
+            if not path.is_dir() or path == box or box in path.parents:
+                continue
+            if any(path == s or path in s.parents for s in system):
+                continue  # never hide the system (the grader's folder may be / or /usr/...)
+            out.add(str(path))
+        return sorted(out)
+
+    @staticmethod
+    def _readable() -> list[str]:
+        """Folders Python needs (bound back read-only where a covered folder holds them)."""
+        paths = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+        paths |= {p for p in sys.path if p and Path(p).is_dir() and "site-packages" in p}
+        return sorted(str(Path(p).resolve()) for p in paths)
 
     def _log_tail(self) -> str:
         try:
@@ -257,6 +286,7 @@ class Sandbox:
         msg_id = client.execute(source, store_history=False, allow_stdin=False, stop_on_error=False)
         deadline = time.monotonic() + timeout
         out: list[str] = []
+        size = 0
         error = ""
         idle = False
         while not idle:
@@ -273,6 +303,12 @@ class Sandbox:
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
+            size += len(str(content)) if kind != "status" else 0
+            if size > OUTPUT_LIMIT:
+                self.kill()
+                return CellResult(
+                    "flood", f"invalid: the cell printed more than {OUTPUT_LIMIT // 2**20} MiB"
+                )
             if kind == "stream" and content.get("name") == "stdout":
                 out.append(content.get("text", ""))
             elif kind == "error" and not error:

@@ -1,0 +1,436 @@
+"""The verdict, made in the grader's process: rewrite check cells, decode results, compare.
+
+A check cell of a lab stays what students and the book run::
+
+    with exercise(1, "FLOPs of a product") as check:
+        check.equal(matmul_flops(2, 3, 4), flops.matmul_flops(2, 3, 4), "matmul_flops(2, 3, 4)")
+
+For grading, :func:`rewrite` turns it into two programs for :mod:`labs.course.recorder`:
+
+* the **reference** version runs in a trusted kernel on the key's own solution, once per lab, and
+  records every argument of every assertion (expected values, tolerances, ``what``);
+* the **student** version runs in the submission's kernel with only the *got* argument of each
+  assertion left (``check.equal(matmul_flops(2, 3, 4))``): expected values, tolerances and
+  messages are never computed there, and assignments that only fed them are dropped.
+  ``check.true(a == b)`` becomes ``check.compare(a, b, "Eq")`` so that the comparison itself is
+  made here, on plain data, not by an ``__eq__`` the submission defined.
+
+:func:`judge` then replays the assertions of :class:`labs.course.checks.Check` in the grader's
+process on the decoded values: the same comparisons, tolerances and messages as in the book.  A
+got value that is not plain data fails with its type named.  Check inputs must be deterministic
+(seeded), since the expected values come from another process.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import inspect
+import json
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from labs.course.checks import Check, CheckFailure
+
+__all__ = ["rewrite", "decode", "judge", "loaded_names", "NotPlain", "Verdict", "METHODS"]
+
+METHODS = ("equal", "close", "true", "between", "raises")
+CHECKS_MODULES = ("labs.course.checks", "labs.checks")
+_CHECKS_NAMES = ("exercise", "Check", "CheckFailure", "ReferenceUsed")
+_OPS = {
+    ast.Eq: "Eq", ast.NotEq: "NotEq", ast.Lt: "Lt", ast.LtE: "LtE", ast.Gt: "Gt", ast.GtE: "GtE",
+    ast.In: "In", ast.NotIn: "NotIn",
+}  # fmt: skip
+_APPLY = {
+    "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
+    "Gt": operator.gt, "GtE": operator.ge, "In": lambda a, b: a in b,
+    "NotIn": lambda a, b: a not in b,
+}  # fmt: skip
+#: an assignment whose value mentions one of these may draw random numbers: never dropped
+_RANDOM_HINTS = ("rand", "rng", "seed", "normal", "sample", "shuffle", "choice", "perm", "gen")
+
+
+# -- rewriting ---------------------------------------------------------------------------------
+def _receivers(tree: ast.AST) -> set[str]:
+    names = {"check"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                if isinstance(item.optional_vars, ast.Name):
+                    names.add(item.optional_vars.id)
+    return names
+
+
+def _is_check_call(node: ast.AST, receivers: set[str]) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in METHODS
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in receivers
+    )
+
+
+def _is_exercise(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id == "exercise")
+        or (isinstance(node.func, ast.Attribute) and node.func.attr == "exercise")
+    )
+
+
+class _Rewrite(ast.NodeTransformer):
+    def __init__(self, student: bool, receivers: set[str]):
+        self.student, self.receivers, self.bind = student, receivers, []
+
+    def visit_ImportFrom(self, node):  # noqa: N802 - ast API
+        if node.module in CHECKS_MODULES and not node.level:
+            self.bind.extend(a.asname or a.name for a in node.names)
+            return ast.copy_location(ast.Pass(), node)
+        return node
+
+    def visit_With(self, node):  # noqa: N802
+        self.generic_visit(node)
+        item = node.items[0] if len(node.items) == 1 else None
+        if item is not None and _is_exercise(item.context_expr):
+            if item.optional_vars is None:
+                item.optional_vars = ast.Name("check", ast.Store())
+            if isinstance(item.optional_vars, ast.Name):
+                runs = ast.Attribute(ast.Name(item.optional_vars.id, ast.Load()), "runs", ast.Load())
+                node.body = [ast.If(runs, node.body, [])]
+        return node
+
+    def visit_Call(self, node):  # noqa: N802
+        self.generic_visit(node)
+        if not _is_check_call(node, self.receivers):
+            return node
+        method, args = node.func.attr, node.args
+        if not args or any(isinstance(a, ast.Starred) for a in args[:2]):
+            return node
+        got = args[0]
+        if method == "true" and isinstance(got, ast.Compare) and len(got.ops) == 1:
+            op = _OPS.get(type(got.ops[0]))
+            if op is not None:
+                node.func.attr = "compare"
+                node.args = [got.left, got.comparators[0], ast.Constant(op), *args[1:]]
+                if self.student:
+                    node.args, node.keywords = node.args[:3], []
+                return node
+        if self.student:
+            if method == "raises":
+                node.args = [ast.Constant(None), *args[1:]]
+                node.keywords = [k for k in node.keywords if k.arg != "what"]
+            else:
+                node.args, node.keywords = [got], []
+        return node
+
+
+def _loaded(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def loaded_names(sources: list[str]) -> set[str]:
+    """Names read by ``sources`` (cells of the solution), for :func:`rewrite`'s ``keep``."""
+    names: set[str] = set()
+    for source in sources:
+        try:
+            names |= _loaded(ast.parse(source))
+        except SyntaxError:
+            continue
+    return names
+
+
+def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
+    """Drop assignments whose names nothing reads any more (they only fed expected values)."""
+
+    def targets(stmt) -> list[ast.AST]:
+        return stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+
+    def names(t) -> list[str] | None:
+        if isinstance(t, ast.Name):
+            return [t.id]
+        if isinstance(t, ast.Tuple | ast.List):
+            out = [names(e) for e in t.elts]
+            return None if any(o is None for o in out) else [n for o in out for n in o]
+        return None
+
+    changed = True
+    while changed:
+        changed = False
+        used = _loaded(tree) | keep
+        for node in ast.walk(tree):
+            for field in ("body", "orelse", "finalbody"):
+                stmts = getattr(node, field, None)
+                if not isinstance(stmts, list):
+                    continue
+                kept = []
+                for stmt in stmts:
+                    if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+                        found = [names(t) for t in targets(stmt)]
+                        text = ast.unparse(stmt.value).lower()
+                        if (
+                            all(f is not None for f in found)
+                            and not any(n in used for f in found for n in f)
+                            and not any(h in text for h in _RANDOM_HINTS)
+                        ):
+                            changed = True
+                            continue
+                    kept.append(stmt)
+                if len(kept) != len(stmts):
+                    setattr(node, field, kept or [ast.Pass()])
+
+
+def rewrite(source: str, student: bool, keep: set[str] = frozenset()) -> tuple[str, list[str]]:
+    """``(code, bind)``: the check cell for the recorder, and the check names it imported.
+
+    Args:
+        source: the key's check cell.
+        student: ``True`` for a submission's kernel (only the got arguments stay).
+        keep: names other cells read (see :func:`loaded_names`): assignments to them stay.
+    """
+    tree = ast.parse(source)
+    rw = _Rewrite(student, _receivers(tree))
+    tree = ast.fix_missing_locations(rw.visit(tree))
+    if student:
+        _drop_unused(tree, set(keep))
+    used = _loaded(tree)
+    bind = list(dict.fromkeys([*rw.bind, *(n for n in _CHECKS_NAMES if n in used)]))
+    return ast.unparse(tree), bind
+
+
+# -- decoding ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NotPlain:
+    """A got value that was not plain data (only its type name came back)."""
+
+    what: str
+
+    def __repr__(self) -> str:
+        return f"<{self.what}>"
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A dtype or device, compared by its name."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _array(spec: Any) -> np.ndarray:
+    dtype, shape, raw = spec
+    dt = np.dtype(str(dtype))
+    if dt.kind not in "biufc" or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise ValueError("bad array")
+    data = base64.b64decode(raw, validate=True)
+    if len(data) != dt.itemsize * int(np.prod(shape, dtype=np.int64)):
+        raise ValueError("bad array size")
+    return np.frombuffer(data, dtype=dt).reshape(shape).copy()
+
+
+def decode(x: Any, depth: int = 0) -> Any:
+    """Plain data from :func:`labs.course.recorder.encode`'s JSON (malformed: :class:`NotPlain`)."""
+    if x is None or type(x) in (bool, int, float, str):
+        return x
+    try:
+        if type(x) is not dict or len(x) != 1 or depth > 40:
+            raise ValueError
+        ((tag, v),) = x.items()
+        if tag in ("t", "l"):
+            items = [decode(e, depth + 1) for e in v]
+            return tuple(items) if tag == "t" else items
+        if tag == "d":
+            return {decode(k, depth + 1): decode(e, depth + 1) for k, e in v}
+        if tag == "set":
+            return {decode(e, depth + 1) for e in v}
+        if tag == "nd":
+            return _array(v)
+        if tag == "ns":
+            return _array(v)[()]
+        if tag == "f" and v in ("nan", "inf", "-inf"):
+            return float(v)
+        if tag == "dt" and type(v) is str:
+            return Opaque(v)
+        if tag == "bad" and type(v) is str:
+            return NotPlain(v[:200])
+        if tag == "raised":
+            return {"raised": v}
+    except (ValueError, TypeError, KeyError):
+        pass
+    return NotPlain("malformed result data")
+
+
+def _contains_not_plain(x: Any) -> NotPlain | None:
+    if isinstance(x, NotPlain):
+        return x
+    if isinstance(x, tuple | list | set):
+        return next((n for e in x if (n := _contains_not_plain(e))), None)
+    if isinstance(x, dict):
+        return next((n for kv in x.items() for e in kv if (n := _contains_not_plain(e))), None)
+    return None
+
+
+# -- judging ---------------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    """The outcome of one exercise block of one check cell."""
+
+    number: int
+    status: str  #: "pass", "fail", "na" or "key" (the key's own run failed: the grader's fault)
+    message: str
+
+
+def _bind(method: str, args: list, kwargs: dict) -> inspect.BoundArguments:
+    fn = getattr(Check, "true" if method == "compare" else method)
+    extra = [None] if method == "raises" else []
+    return inspect.signature(fn).bind(None, None, *extra, *args, **kwargs)
+
+
+def _assert(check: Check, method: str, got: Any, args: list, kwargs: dict) -> None:
+    """Replay one assertion of the reference run on the submission's ``got`` (raises on fail)."""
+    if method == "raises":
+        bound = _bind("raises", [], {k: v for k, v in kwargs.items() if k == "what"})
+        exc, what = args[0], bound.arguments.get("what")
+        seen = got.get("raised") if isinstance(got, dict) else None
+        if not isinstance(exc, str):
+            raise CheckFailure(f"{check.label} -- {what}: the key names no exception type")
+        if seen is None:
+            check._fail(f"{what}: expected {exc}, but nothing was raised")
+        names, message = seen
+        if exc not in names:
+            check._fail(f"{what}: expected {exc}, got {names[0]}: {message}")
+        check._ok(what)
+        return
+    bound = _bind(method, args, kwargs)
+    what = bound.arguments.get("what", "")
+    bad = _contains_not_plain(got[:2] if method == "compare" else got)
+    if bad is not None:
+        check._fail(
+            f"{what}: the code under test gave {bad.what}, which is not plain data (int, float, "
+            "str, bool, None, tuple/list/dict/set of those, numpy array or torch tensor)"
+        )
+    if method == "compare":
+        left, right, op = got
+        try:
+            got = bool(_APPLY[op](left, right))
+        except (ValueError, TypeError, KeyError) as err:
+            check._fail(f"{what}: cannot compare {type(left).__name__} with "
+                        f"{type(right).__name__}: {err}")  # fmt: skip
+        method = "true"
+    if method == "true":
+        if type(got) is not bool and not isinstance(got, np.bool_):
+            check._fail(f"{what}: the condition gave a {type(got).__name__}, not a bool")
+        got = bool(got)
+    rest = {k: v for k, v in bound.arguments.items() if k not in ("self", "condition", "got")}
+    getattr(check, method)(got, **rest)
+
+
+def _error_message(label: str, names: list, message: str, passed: int) -> str:
+    if "NotImplementedError" in names:
+        return f"{label} -- not implemented yet: {message}"
+    if "NameError" in names:
+        return (f"{label} -- NameError: {message}: the cell that should define it has not run "
+                "successfully (is it still a stub, or did it raise?)")  # fmt: skip
+    if "ReferenceUsed" in names:
+        return f"{label} -- {message}"
+    after = f" after {passed} passing check(s)" if passed else ""
+    return f"{label} -- the code under test raised {names[0]}{after}: {message}"
+
+
+def _blocks(events: list) -> tuple[list[tuple[Any, Any, list]], list | None]:
+    """``([(number, title, events)], error outside any block)``."""
+    blocks: list[tuple[Any, Any, list]] = []
+    outside, open_ = None, False
+    for ev in events:
+        if not isinstance(ev, list) or not ev:
+            continue
+        if ev[0] == "begin" and len(ev) == 3:
+            blocks.append((ev[1], ev[2], []))
+            open_ = True
+        elif open_:
+            blocks[-1][2].append(ev)
+            open_ = ev[0] not in ("end", "error")
+        elif ev[0] == "error":
+            outside = ev
+    return blocks, outside
+
+
+def judge(reference: list, student: list | None) -> list[Verdict]:
+    """Compare a submission's recorded events for one check cell with the reference run's."""
+    out = []
+    ref_blocks, ref_outside = _blocks(reference)
+    stu_blocks, stu_outside = _blocks(student or [])
+    if ref_outside is not None or not ref_blocks:
+        why = ref_outside[2] if ref_outside else "no exercise block ran"
+        return [Verdict(0, "key", f"the answer key's own run of this check failed: {why}")]
+    for i, (number, title, events) in enumerate(ref_blocks):
+        number = int(number)
+        label = f"Exercise {number}" + (f" ({title})" if title else "")
+        na = next((ev[1] for ev in events if ev[0] == "na"), None)
+        if na is not None:
+            out.append(Verdict(number, "na", f"N/A exercise {number}: {na}"))
+            continue
+        key_check = Check(label)
+        calls = [ev for ev in events if ev[0] == "call"]
+        try:
+            if any(ev[0] == "error" for ev in events):
+                err = next(ev for ev in events if ev[0] == "error")
+                raise CheckFailure(f"{err[1][0]}: {err[2]}")
+            for _, method, got, args, kwargs in calls:
+                _assert(key_check, method, decode(got), [decode(a) for a in args],
+                        {k: decode(v) for k, v in kwargs.items()})  # fmt: skip
+        except CheckFailure as err:
+            out.append(Verdict(number, "key", f"the answer key's own run of {label} failed: {err}"))
+            continue
+        if i >= len(stu_blocks):
+            why = stu_outside[2] if stu_outside else "the check did not run"
+            names = stu_outside[1] if stu_outside else ["Error"]
+            out.append(Verdict(number, "fail", _error_message(label, names, why, 0)))
+            continue
+        check = Check(label)
+        mine = [ev for ev in stu_blocks[i][2] if ev[0] in ("call", "error", "end")]
+        message = ""
+        try:
+            for k, (_, method, _, args, kwargs) in enumerate(calls):
+                ev = mine[k] if k < len(mine) else ["end"]
+                if ev[0] == "error":
+                    message = _error_message(label, ev[1], ev[2], len(check.verified))
+                    break
+                if ev[0] != "call" or ev[1] != method:
+                    message = (f"{label} -- the check ran {k} assertion(s) where the key's run "
+                               f"ran {len(calls)}")  # fmt: skip
+                    break
+                _assert(check, method, decode(ev[2]), [decode(a) for a in args],
+                        {k2: decode(v) for k2, v in kwargs.items()})  # fmt: skip
+            else:
+                extra = mine[len(calls)] if len(mine) > len(calls) else ["end"]
+                if extra[0] == "error":
+                    message = _error_message(label, extra[1], extra[2], len(check.verified))
+                elif extra[0] != "end":
+                    message = f"{label} -- the check ran more assertions than the key's run"
+        except CheckFailure as err:
+            message = str(err)
+        if message:
+            out.append(Verdict(number, "fail", f"CheckFailure: {message}"))
+        elif not check.verified:
+            out.append(Verdict(number, "fail", f"CheckFailure: {label} -- no assertion ran"))
+        else:
+            head = f"PASS exercise {number}" + (f": {title}" if title else "")
+            out.append(Verdict(number, "pass", f"{head} — {check.summary()}"))
+    return out
+
+
+def parse_events(stdout: str, mark: str, nonce: str) -> list | None:
+    """The events line tagged with ``nonce`` (the last one), or ``None``."""
+    found = None
+    for line in stdout.split("\n"):
+        if line.startswith(mark + nonce + " "):
+            try:
+                found = json.loads(line[len(mark) + len(nonce) + 1 :])
+            except ValueError:
+                found = None
+    return found if isinstance(found, list) else None
