@@ -250,13 +250,26 @@ class Sandbox:
         return lines[-1] if lines else "no output"
 
     def kill(self) -> None:
-        """Kill the kernel's whole process group (children included)."""
+        """Kill the kernel: its PID namespace (all it started) or else its process group."""
         if self.proc is not None and self.proc.poll() is None:
+            inner = self._children(self.proc.pid)  # PID 1 of the namespace, under unshare
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self.proc.wait(timeout=30)
+            deadline = time.monotonic() + 10
+            while inner and time.monotonic() < deadline:  # the namespace dies with its PID 1
+                inner = [p for p in inner if Path(f"/proc/{p}").exists()]
+                time.sleep(0.02)
+
+    @staticmethod
+    def _children(pid: int) -> list[int]:
+        try:
+            text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
 
     def close(self) -> None:
         if self.client is not None:
