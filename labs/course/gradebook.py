@@ -279,3 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = sum(e.passed for r in results for e in r.exercises)
     print(f"{passed} passed, {total - passed} failed; results written to {out}")
     return 1 if args.strict and passed < total else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
