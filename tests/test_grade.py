@@ -18,7 +18,7 @@ from notebook_factory import cell, good_lab, lab, write, write_lab_and_key
 
 def grade(*args, cwd):
     return subprocess.run(
-        [sys.executable, "-m", "labs.grade", *map(str, args)],
+        [sys.executable, "-m", "labs.course.gradebook", *map(str, args)],
         cwd=cwd, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
