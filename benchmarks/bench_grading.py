@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from labs.course.grade import grade_notebook, reference_run  # noqa: E402
+from labs.course.isolation import isolation_available  # noqa: E402
 from labs.course.key import load_key  # noqa: E402
-from labs.course.sandbox import isolation_available  # noqa: E402
 from notebook_factory import attack_lab, write, write_lab_and_key  # noqa: E402
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from labs.course.sandbox import Sandbox, isolation_available
+from labs.course.isolation import isolation_available
+from labs.course.sandbox import Sandbox
 
 
 def _alive(pid: int) -> bool:
@@ -65,7 +66,10 @@ def _sleepers(marker: str) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == f"sleep\0{marker}\0".encode():
+            if (
+                proc.name.isdigit()
+                and (proc / "cmdline").read_bytes() == f"sleep\0{marker}\0".encode()
+            ):
                 found.append(int(proc.name))
         except OSError:
             continue

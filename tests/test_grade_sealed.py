@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from labs.course.isolation import isolation_available
 from labs.course.notebooks import REPO_ROOT, parse_lab, student_version
-from labs.course.sandbox import isolation_available
 from notebook_factory import attack_lab, cell, write, write_lab_and_key
 
 LAB = "lab99-attacks"
@@ -178,7 +178,7 @@ def graded(tmp_path_factory):
         "m-memory": _with(attack_lab(), 4, MEMORY),
         "n-leak": _with(_student(sol), 1, LEAK),
         "o-untouched-stub": _student(sol),  # graded after a-write-grader
-        "=HYPERLINK(\"http://x\")": attack_lab(),
+        '=HYPERLINK("http://x")': attack_lab(),
     }
     for name, nb in subs.items():
         write(cls / name / f"{LAB}.ipynb", nb)

@@ -103,6 +103,7 @@ def test_usage_errors_exit_2(tmp_path):
 def test_a_class_of_30_in_one_command(tmp_path):
     """10 honest, 10 idle and 10 hostile students: correct rows for every honest and idle one."""
     import test_grade_sealed as attacks
+
     from labs.course.notebooks import parse_lab, student_version
     from notebook_factory import cell
 

@@ -2,19 +2,26 @@
 
 For each submission :func:`grade_notebook`
 
-1. reads the notebook (a missing, empty or corrupt file is ``invalid``: every exercise FAIL);
-2. finds the lab's answer key (:mod:`labs.course.key`) and compares the submission's check cells
-   with it: an exercise whose check cells are missing, changed, added or re-tagged is FAIL with
-   status ``tampered`` and its checks are not run;
-3. starts a fresh kernel in a :class:`~labs.course.sandbox.Sandbox` and runs the code cells top to
-   bottom; at each check cell it runs the *key's* check through :mod:`labs.course.protect`, never
-   the submission's cell;
-4. stops at the per-cell limit (default 120 s) or the per-notebook limit (default 900 s): the kernel
-   is killed and every exercise not yet checked is FAIL with status ``timeout``.
+1. reads the notebook (a missing, empty or corrupt file, or cells of the wrong types, is
+   ``invalid``: every exercise FAIL);
+2. compares the submission's check cells with the key (:mod:`labs.course.key`): an exercise whose
+   check cells are missing, changed, added or re-tagged is FAIL with status ``tampered`` and its
+   checks are not run;
+3. takes the lab's reference run (:mod:`labs.course.reference`: the key's solution, run once in a
+   trusted kernel, recorded every expected value);
+4. starts a sealed kernel (:class:`~labs.course.sandbox.Sandbox`) and runs the code cells top to
+   bottom; at each check cell it sends the *key's* check, rewritten so that only the got values are
+   computed (:mod:`labs.course.protect`), never the submission's cell, and judges the values it
+   gets back in this process (:func:`labs.course.verdict.judge`);
+5. stops at the per-cell limit (default 120 s), the per-notebook limit (default 900 s) or the
+   output limit: the kernel and all it started are killed, and every exercise not yet checked is
+   FAIL with status ``timeout`` (``invalid`` for a flood of output).
 
-An exercise passes only when all of its check cells ran and passed; any other outcome (error,
-timeout, not run, tampered, a forbidden reference called) is FAIL with its reason.  Nothing the
-notebook prints or writes is read except the nonce-tagged result line of the grader's own check.
+An exercise passes only when all of its check cells ran and every assertion held on the values
+the kernel returned; any other outcome (error, timeout, not run, tampered, a forbidden reference
+called, a value that is not plain data) is FAIL with its reason; an exercise whose ``needs=`` are
+missing where the reference ran is ``not applicable``.  Nothing the notebook prints decides a
+grade.
 """
 
 from __future__ import annotations
@@ -28,28 +35,24 @@ from typing import Any
 from labs.course.key import compare, find_key, load_key
 from labs.course.notebooks import NotebookError, load_notebook
 from labs.course.protect import check_snippet, definitions, parse_result
+from labs.course.reference import (
+    CELL_TIMEOUT,
+    NOTEBOOK_TIMEOUT,
+    GraderError,
+    Reference,
+    reference_run,
+)
 from labs.course.sandbox import Sandbox
-from labs.course.verdict import judge, loaded_names, rewrite
+from labs.course.verdict import judge
 
 __all__ = [
     "ExerciseResult",
     "NotebookResult",
-    "GraderError",
-    "CELL_TIMEOUT",
-    "NOTEBOOK_TIMEOUT",
     "grade_notebook",
     "grade_notebooks",
-    "reference_run",
-    "Reference",
 ]
 
-CELL_TIMEOUT = 120  #: seconds a cell may run
-NOTEBOOK_TIMEOUT = 900  #: seconds a whole submission may run
 STATUSES = ("graded", "invalid", "timeout", "tampered", "not applicable")
-
-
-class GraderError(RuntimeError):
-    """The grader itself failed (no kernel could start): nobody's fault but the set-up's."""
 
 
 @dataclass
@@ -96,94 +99,6 @@ def _all_fail(path: str, key: dict | None, status: str, why: str, lab: str = "")
     numbers = [int(n) for n in key["exercises"]] if key else [0]
     exercises = [ExerciseResult(path, n, False, why, status) for n in sorted(numbers)]
     return NotebookResult(path, exercises, lab=lab, status=status)
-
-
-@dataclass
-class Reference:
-    """What the key's own solution recorded at each check cell, in a trusted kernel."""
-
-    events: dict[tuple[int, int], list]  #: (exercise, k) -> the recorder's events
-    not_applicable: dict[int, str]  #: exercise -> why it cannot run here
-    problems: dict[tuple[int, int], str]  #: check cells the key's own run could not record
-    keep: set[str]  #: names other cells read (see :func:`labs.course.verdict.rewrite`)
-
-
-def _keep(key: dict[str, Any]) -> set[str]:
-    """Names that code other than expected arguments reads: assignments to them always stay."""
-    plain = [c["source"] for c in key["cells"] if "source" in c]
-    checks = [c["source"] for ex in key["exercises"].values() for c in ex["checks"]]
-    everything = loaded_names(plain + checks)
-    keep = loaded_names(plain)
-    for source in checks:
-        try:
-            keep |= loaded_names([rewrite(source, True, everything)[0]])
-        except SyntaxError:
-            continue
-    return keep
-
-
-def _check_cells(key: dict[str, Any]) -> list[tuple[int, int, str]]:
-    return [
-        (int(num), k, c["source"])
-        for num, ex in key["exercises"].items()
-        for k, c in enumerate(ex["checks"])
-    ]
-
-
-def reference_run(
-    key: dict[str, Any],
-    *,
-    cell_timeout: float = CELL_TIMEOUT,
-    notebook_timeout: float = NOTEBOOK_TIMEOUT,
-    isolate: bool = True,
-) -> Reference:
-    """Run the key's solution once in a trusted sandboxed kernel and record every check's values.
-
-    Raises:
-        GraderError: the kernel could not start, or the key has no solution cells.
-    """
-    if not key.get("cells"):
-        raise GraderError(f"the answer key of {key.get('lab')} has no solution cells to run")
-    keep = _keep(key)
-    events: dict[tuple[int, int], list] = {}
-    problems: dict[tuple[int, int], str] = {}
-    na: dict[int, str] = {}
-    prelude: list[str] = []
-    box = Sandbox(isolate=isolate)
-    try:
-        box.start()
-    except (RuntimeError, OSError) as err:
-        box.close()
-        raise GraderError(f"{key.get('lab')}: could not start the reference kernel: {err}") from err
-    try:
-        deadline = time.monotonic() + notebook_timeout
-        for c in key["cells"]:
-            left = min(cell_timeout, deadline - time.monotonic())
-            if "check" not in c:
-                if left > 0 and box.alive():
-                    box.run(c["source"], left)
-                continue
-            num, k = c["check"]
-            source = key["exercises"][str(num)]["checks"][k]["source"]
-            if left <= 0 or not box.alive():
-                problems[(num, k)] = "the key's own run stopped before this check (time limit)"
-                continue
-            code, nonce = check_snippet(
-                "\n".join([*prelude, source]), [], box.package_dir, student=False, keep=keep
-            )
-            prelude.append(definitions(source))
-            result = box.run(code, left)
-            found = parse_result(result.stdout, nonce)
-            if found is None:
-                problems[(num, k)] = f"the key's own run of this check gave no result ({result.error})"
-                continue
-            events[(num, k)] = found
-            for ev in found:
-                if ev and ev[0] == "na":
-                    na[num] = str(ev[1])
-    finally:
-        box.close()
-    return Reference(events, na, problems, keep)
 
 
 def grade_notebook(
@@ -341,10 +256,9 @@ def grade_notebook(
                 ExerciseResult(path_text, n, True, "", verified=" | ".join(verified[n]))
             )
     statuses = {e.status for e in exercises}
-    status = next((s for s in ("tampered", "timeout", "invalid") if s in statuses), "graded")
-    if status == "invalid" and not any(e.status == "invalid" and "flood" in e.error or
-                                       "printed more" in e.error for e in exercises):
-        status = "graded"  # the key's own failure does not make the submission invalid
+    status = next((s for s in ("tampered", "timeout") if s in statuses), "graded")
+    if halted and halted_status == "invalid":  # a flood of output (not an answer-key problem)
+        status = "invalid"
     return NotebookResult(
         path_text, exercises, failed, executed, [i for i, _, _ in order], lab, status, isolation
     )

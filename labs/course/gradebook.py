@@ -26,15 +26,10 @@ import sys
 import threading
 from pathlib import Path
 
-from labs.course.grade import (
-    CELL_TIMEOUT,
-    NOTEBOOK_TIMEOUT,
-    GraderError,
-    NotebookResult,
-    grade_notebooks,
-)
+from labs.course.grade import NotebookResult, grade_notebooks
 from labs.course.key import KEY_DIR, load_key
 from labs.course.notebooks import NotebookError
+from labs.course.reference import CELL_TIMEOUT, NOTEBOOK_TIMEOUT, GraderError
 
 __all__ = ["discover", "rows", "write_gradebook", "table", "summary", "main"]
 

@@ -45,7 +45,7 @@ def _check(ret, what):
 
 
 def _mount(src, target, fstype, flags, data=None):
-    enc = (lambda s: s.encode() if s is not None else None)  # noqa: E731
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
     _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 

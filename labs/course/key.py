@@ -124,7 +124,9 @@ def build_key(info: LabInfo) -> dict[str, Any]:
                 {"id": cell.get("id", ""), "sha256": source_hash(source), "source": source}
             )
         exercises[str(num)] = {"what": ex.what, "checks": checks, "references": refs.get(num, [])}
-    where = {i: [num, k] for num, ex in info.exercises.items() for k, i in enumerate(ex.check_cells)}
+    where = {
+        i: [num, k] for num, ex in info.exercises.items() for k, i in enumerate(ex.check_cells)
+    }
     cells = [
         {"check": where[i]} if i in where else {"source": normalise(cell.source)}
         for i, cell in enumerate(info.nb.cells)

@@ -25,11 +25,11 @@ import ast
 import secrets
 from pathlib import Path
 
-from labs.course.verdict import parse_events, rewrite
+from labs.course.rewrite import CHECKS_MODULES, rewrite
+from labs.course.verdict import parse_events
 
-__all__ = ["check_snippet", "definitions", "parse_result", "MARK", "CHECKS_MODULES"]
+__all__ = ["check_snippet", "definitions", "parse_result", "MARK"]
 
-CHECKS_MODULES = ("labs.course.checks", "labs.checks")
 _RECORDER_FILE = Path(__file__).with_name("recorder.py")
 MARK = "labs-grade-result "
 

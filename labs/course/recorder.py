@@ -44,7 +44,9 @@ def _np_types():
 
 def _type_name(t) -> str:
     try:
-        return f"{type.__getattribute__(t, '__module__')}.{type.__getattribute__(t, '__qualname__')}"
+        return (
+            f"{type.__getattribute__(t, '__module__')}.{type.__getattribute__(t, '__qualname__')}"
+        )
     except Exception:  # noqa: BLE001 - a hostile metaclass
         return "an unknown type"
 

@@ -1,21 +1,21 @@
-"""A sandboxed Jupyter kernel per submission: temporary folder, no network, killed on timeout.
+"""A sealed Jupyter kernel per submission: own namespaces, limits, killed with all it started.
 
-:class:`Sandbox` gives each submission
+:class:`Sandbox` gives each kernel (a submission's, or the trusted reference run's)
 
-* a fresh temporary working directory (deleted afterwards) that is also the kernel's ``TMPDIR``;
-* its own copy of the ``labs`` package, first on ``PYTHONPATH``, so ``labs.__file__`` leads to no
-  solution notebook (the book's ``book/labs`` sits beside the repository's copy, not this one);
-* on Linux, where ``unshare -rnm`` works (unprivileged user namespaces), a private network namespace
-  with only a loopback interface (no route out) and a private mount namespace in which the book,
-  the answer keys, the tests and the git history of the repository are covered by empty folders;
-* a kernel environment without the grader's own variables, talking to the grader over Unix sockets
-  (``ipc`` transport: no TCP port at all);
-* its own process group, killed with ``SIGKILL`` on timeout or when grading ends (a cell that
-  ignores ``SIGINT`` cannot outlive it).
+* a fresh folder (deleted afterwards) with a work folder, ``TMPDIR`` and ``HOME`` of its own;
+* its own read-only copy of the ``labs`` package, first on ``PYTHONPATH``;
+* an environment built from :data:`~labs.course.isolation.ENV_ALLOW` (nothing else of the
+  grader's), talking to the grader over Unix sockets in its folder (``ipc``: no TCP port);
+* on Linux, where :func:`~labs.course.isolation.isolation_available` says so, the seal of
+  :mod:`labs.course.jail`: user, PID, mount and network namespaces, a read-only file system with
+  the repository, home folder, class folders and other kernels hidden, and rlimits;
+* a per-cell output limit: a kernel that prints more is stopped (status ``flood``);
+* on timeout or at the end, ``SIGKILL`` to ``unshare`` and the process group: with
+  ``--kill-child`` the namespace's PID 1 dies, and with it every process it started.
 
-Where ``unshare`` is missing or refused (macOS, Windows, containers that forbid user namespaces)
-the kernel still gets the folder, the package copy and the process group, and :attr:`isolation`
-says that the network and the repository stay reachable.
+Where the namespaces are unavailable the kernel keeps the folder, the package copy, the
+environment, the process-group kill and the output limit, and :attr:`Sandbox.isolation` says what
+is not isolated.
 """
 
 from __future__ import annotations
@@ -31,71 +31,24 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
+from labs.course.isolation import (
+    ENV_ALLOW,
+    FILE_LIMIT,
+    JAIL,
+    LAUNCH,
+    MEMORY_LIMIT,
+    OUTPUT_LIMIT,
+    PROCESS_LIMIT,
+    UNSHARE,
+    isolation_available,
+)
 from labs.course.notebooks import REPO_ROOT
 
-__all__ = ["Sandbox", "CellResult", "isolation_available"]
+__all__ = ["Sandbox", "CellResult"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  #: the ``labs`` package being graded with
-
-_JAIL = Path(__file__).with_name("jail.py")
-_LAUNCH = """
-import json, sys
-if {isolated!r}:
-    seal(**json.loads({spec!r}))
-sys.argv = ["ipykernel_launcher", *sys.argv[1:]]
-from ipykernel import kernelapp
-
-kernelapp.launch_new_instance()
-"""
-#: ``unshare`` options: own user (mapped to root), network, mount and PID namespaces; the kernel
-#: is PID 1 of its namespace and is killed with ``unshare`` (``--kill-child``).
-UNSHARE = ["--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--kill-child",
-           "--mount-proc"]  # fmt: skip
-#: Variables a kernel may inherit from the grader (everything else is dropped).
-ENV_ALLOW = (
-    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "SYSTEMROOT",
-)  # fmt: skip
-MEMORY_LIMIT = 6 * 2**30  #: bytes of address space per kernel process (RLIMIT_AS)
-FILE_LIMIT = 2**30  #: bytes per file a kernel may write (RLIMIT_FSIZE)
-PROCESS_LIMIT = 512  #: processes (RLIMIT_NPROC; not enforced when grading as root)
-OUTPUT_LIMIT = 64 * 2**20  #: characters of output per cell before the kernel is stopped
-
-
-@lru_cache(maxsize=1)
-def isolation_available() -> str:
-    """``""`` when the namespaces of the sandbox work here, else why not (one line)."""
-    if not sys.platform.startswith("linux"):
-        return f"no network or filesystem isolation on {sys.platform} (needs Linux namespaces)"
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return "no network or filesystem isolation: the unshare command is missing (util-linux)"
-    with tempfile.TemporaryDirectory(prefix="labs-grade-probe-") as tmp:
-        box, hidden = Path(tmp, "box"), Path(tmp, "hidden")
-        box.mkdir()
-        hidden.mkdir()
-        Path(hidden, "secret").write_text("x")
-        spec = {"box": str(box), "cover": [str(hidden)], "readable": [], "limits": {}}
-        probe = (
-            _JAIL.read_text(encoding="utf-8")
-            + f"\nseal(**{spec!r})\nimport os\n"
-            f"print(not os.path.exists({str(hidden / 'secret')!r}), os.getpid())\n"
-        )
-        try:
-            done = subprocess.run(
-                [unshare, *UNSHARE, sys.executable, "-c", probe],
-                capture_output=True, text=True, timeout=60, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return f"no isolation: unshare failed ({err})"
-    if done.returncode != 0 or done.stdout.split() != ["True", "1"]:
-        why = (done.stderr.strip().splitlines() or [done.stdout.strip() or "refused"])[-1]
-        return f"no isolation: unshare with user, PID, mount and network namespaces is refused ({why})"
-    return ""
 
 
 @dataclass
@@ -175,8 +128,8 @@ class Sandbox:
                        "nproc": PROCESS_LIMIT},
         }  # fmt: skip
         launcher.write_text(
-            _JAIL.read_text(encoding="utf-8")
-            + _LAUNCH.format(spec=json.dumps(spec), isolated=not self.isolation)
+            JAIL.read_text(encoding="utf-8")
+            + LAUNCH.format(spec=json.dumps(spec), isolated=not self.isolation)
         )
         env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
         env.update(

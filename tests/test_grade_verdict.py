@@ -1,0 +1,103 @@
+"""The verdict outside the kernel: rewriting, plain data, judging, and exercises not applicable."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+from labs.course.grade import grade_notebooks
+from labs.course.gradebook import rows
+from labs.course.rewrite import rewrite
+from labs.course.verdict import NotPlain, decode, judge
+from notebook_factory import cell, good_lab, write, write_lab_and_key
+
+CHECK = """from labs.course.checks import exercise
+with exercise(3, "sums") as check:
+    expected = reference_sum([1, 2, 3])
+    x = rng.standard_normal(3)
+    check.equal(my_sum([1, 2, 3]), expected, "my_sum([1, 2, 3])")
+    check.close(my_sum(x), float(np.sum(x)), "my_sum of normals", rtol=1e-9)
+    check.true(my_sum([]) == 0, "empty sum")
+    check.raises(TypeError, my_sum, None, what="None is refused")"""
+
+
+def test_the_student_version_computes_only_got_values():
+    code, bind = rewrite(CHECK, student=True)
+    assert "reference_sum" not in code and "expected" not in code  # dropped: only fed expected
+    assert "rng.standard_normal" in code  # kept: it draws the inputs that follow
+    assert "check.equal(my_sum([1, 2, 3]))" in code
+    assert "check.close(my_sum(x))" in code and "np.sum" not in code
+    assert "check.compare(my_sum([]), 0, 'Eq')" in code
+    assert "check.raises(None, my_sum, None)" in code and "TypeError" not in code
+    assert "if check.runs:" in code and bind == ["exercise"]
+    full, _ = rewrite(CHECK, student=False)
+    assert "reference_sum" in full and "rtol=1e-09" in full and "'None is refused'" in full
+
+
+def test_an_assignment_other_cells_read_is_kept():
+    code, _ = rewrite(CHECK, student=True, keep={"expected"})
+    assert "expected = reference_sum([1, 2, 3])" in code
+
+
+def _nd(arr):
+    return {"nd": [arr.dtype.str, list(arr.shape), base64.b64encode(arr.tobytes()).decode()]}
+
+
+def test_decode_plain_data_and_refuse_the_rest():
+    arr = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert np.array_equal(decode(_nd(arr)), arr)
+    assert decode({"t": [1, {"l": [2.5, None]}, "x"]}) == (1, [2.5, None], "x")
+    assert decode({"d": [["a", {"set": [1, 2]}]]}) == {"a": {1, 2}}
+    assert np.isnan(decode({"f": "nan"}))
+    assert decode({"bad": "mod.Anything"}) == NotPlain("mod.Anything")
+    bad = _nd(arr)
+    bad["nd"][1] = [4, 4]  # the shape does not match the bytes
+    assert isinstance(decode(bad), NotPlain)
+    assert isinstance(decode({"nd": ["|O", [1], ""]}), NotPlain)  # object arrays never
+    assert isinstance(decode({"eval": "__import__('os')"}), NotPlain)
+
+
+def _events(got, *rest, method="equal", kw=None):
+    return [["begin", 1, "t"], ["call", method, got, list(rest), kw or {}], ["end"]]
+
+
+def test_judge_compares_in_the_grader():
+    ref = _events(42, 42, "f(21)")
+    (v,) = judge(ref, _events(42))
+    assert (v.status, v.message) == ("pass", "PASS exercise 1: t — 1 check: f(21)")
+    (v,) = judge(ref, _events(41))
+    assert v.status == "fail" and "f(21): expected 42, got 41" in v.message
+    (v,) = judge(ref, _events({"bad": "x.AlwaysEqual"}))
+    assert v.status == "fail" and "x.AlwaysEqual, which is not plain data" in v.message
+    (v,) = judge(ref, [["begin", 1, "t"], ["end"]])  # a forged "nothing to check"
+    assert v.status == "fail" and "ran 0 assertion(s) where the key's run ran 1" in v.message
+    (v,) = judge(ref, [["begin", 1, "t"], ["error", ["NotImplementedError"], "Exercise 1: f"]])
+    assert "not implemented yet" in v.message
+    (v,) = judge(_events(41, 42, "f(21)"), _events(42))  # the key's own run fails its check
+    assert v.status == "key"
+    cond = _events({"l": [3, 3, "Eq"]}, "same", method="compare")
+    (v,) = judge(cond, _events({"l": [3, 3, "Eq"]}, method="compare"))
+    assert v.status == "pass"
+    (v,) = judge(cond, _events({"l": [3, {"bad": "x.Eq"}, "Eq"]}, method="compare"))
+    assert v.status == "fail"
+
+
+def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):
+    nb = good_lab()
+    nb.cells[5].source = (
+        "from labs.course.checks import exercise\n"
+        'with exercise(2, "area", needs=["no_such_module_xyz"]) as check:\n'
+        "    check.close(area, math.pi, 'area')"
+    )
+    _, key = write_lab_and_key(tmp_path / "instructor", "lab97-needs", nb)
+    sub = good_lab()
+    sub.cells[5].source = nb.cells[5].source
+    sub.cells.insert(4, cell("import no_such_module_xyz"))  # would fail if it ran
+    (r,) = grade_notebooks([write(tmp_path / "s" / "lab97-needs.ipynb", sub)], key=key)
+    e1, e2 = r.exercises
+    assert (e1.outcome, e1.status) == ("PASS", "graded")
+    assert (e2.outcome, e2.status) == ("N/A", "not applicable")
+    assert e2.error == "N/A exercise 2: needs no_such_module_xyz (pip install no_such_module_xyz)"
+    row = rows([r], {})[1]
+    assert (row["outcome"], row["points"], row["status"]) == ("N/A", "", "not applicable")
