@@ -4,15 +4,15 @@ Run:  python benchmarks/bench_attention.py [--quick]
 
 CPU part (issue 5), batch 1, 2 heads, head_dim 64, float32, sequence lengths 512 ... 8192:
 
-* peak extra memory of ``labs.attention.flash_attention`` vs ``naive_attention`` (measured with
-  ``labs.roofline.peak_memory_bytes``: every tensor PyTorch allocates during the call, output
+* peak extra memory of ``labs.attention.flash.flash_attention`` vs ``naive_attention`` (measured with
+  ``labs.systems.roofline.peak_memory_bytes``: every tensor PyTorch allocates during the call, output
   included).  Target: flash grows linearly, naive quadratically; at 8192 flash needs at most 1/8
   of naive's memory.
 * median seconds of flash, naive and ``torch.nn.functional.scaled_dot_product_attention``
   (methods interleaved, so load on the machine hits all of them alike).  Target: flash within 2x
   of SDPA's CPU time from 2048 up.
 
-GPU part (only with CUDA): TFLOP/s of ``labs.triton_attention.triton_attention`` vs SDPA in
+GPU part (only with CUDA): TFLOP/s of ``labs.attention.triton_fwd.triton_attention`` vs SDPA in
 fp16, batch 4, 16 heads, head_dim 64, forward, non-causal and causal (FLOPs 4 N^2 d per head,
 half with causal).  Goal: at least 70% of SDPA.  Without CUDA it checks the kernel in Triton's
 interpreter on a tiny input instead and says so.
@@ -27,9 +27,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-import labs.triton_attention as ta  # before any triton import: sets TRITON_INTERPRET on CPU
-from labs.attention import flash_attention, naive_attention
-from labs.roofline import peak_memory_bytes
+import labs.attention.triton_fwd as ta  # before any triton import: sets TRITON_INTERPRET on CPU
+from labs.attention.flash import flash_attention, naive_attention
+from labs.systems.roofline import peak_memory_bytes
 
 
 def _interleaved_medians(fns: dict, repeats: int, sync=lambda: None) -> dict:

@@ -1,7 +1,7 @@
 """Benchmark of Chapter 3: MinHash, BPE and BLEU from labs.data_eng vs the libraries.
 
 Run: ``python benchmarks/bench_data.py``. Each pair is measured side by side in one run on the
-same input (median of repeated runs, labs.flops.time_fn) and reported as a ratio:
+same input (median of repeated runs, labs.basics.flops.time_fn) and reported as a ratio:
 
 1. MinHash signatures per second, ``labs.data_eng.minhash.signatures`` (numpy, all documents
    in one array operation) vs ``datasketch.MinHash.update_batch`` one document at a time; both
@@ -28,8 +28,8 @@ from datasketch import MinHash
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from labs import data
+from labs.basics.flops import time_fn
 from labs.data_eng import bpe, cleaning, metrics, minhash
-from labs.flops import time_fn
 
 
 def documents(n: int, seed: int = 0) -> list[str]:

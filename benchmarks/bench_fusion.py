@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from labs.roofline import compare_times
+from labs.systems.roofline import compare_times
 
 N = 2**22
 CHUNK = 2**15  # 128 KiB of float32: stays in a core's L2 cache

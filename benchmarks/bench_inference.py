@@ -22,7 +22,7 @@ import torch
 from labs import data, gpt
 from labs.inference import batching, engine, int8, paged, speculative
 from labs.inference.kv_cache import KVCache, forward_cached, generate
-from labs.roofline import compare_times
+from labs.systems.roofline import compare_times
 
 torch.set_num_threads(1)
 

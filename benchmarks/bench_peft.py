@@ -4,8 +4,8 @@ Run: ``python benchmarks/bench_peft.py``. Everything is measured side by side in
 reported as ratios, which travel between machines better than absolute times:
 
 1. bytes of the GPT's block weights in fp32, bf16, int8 (one fp32 scale per row) and NF4
-   (labs.quant, double quantization), measured from the stored tensors;
-2. NF4 quantize and dequantize throughput of labs.quant vs bitsandbytes on CPU (same tensor);
+   (labs.peft.nf4, double quantization), measured from the stored tensors;
+2. NF4 quantize and dequantize throughput of labs.peft.nf4 vs bitsandbytes on CPU (same tensor);
 3. time per fine-tuning step of the tiny GPT: full fine-tuning vs LoRA vs QLoRA.
 """
 
@@ -16,8 +16,9 @@ import os
 
 import torch
 
-from labs import data, gpt, lora, quant
-from labs.flops import time_fn
+from labs import data, gpt
+from labs.basics.flops import time_fn
+from labs.peft import lora, nf4
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"]
@@ -35,7 +36,7 @@ def storage(cfg: gpt.GPTConfig) -> None:
         "fp32": sum(w.float().nbytes for w in ws),
         "bf16": sum(w.bfloat16().nbytes for w in ws),
         "int8": sum(w.numel() + 4 * w.shape[0] for w in ws),
-        "nf4": sum(quant.nf4_quantize(w).nbytes for w in ws),
+        "nf4": sum(nf4.nf4_quantize(w).nbytes for w in ws),
     }
     print(f"1. block weights of GPT(n_layer={cfg.n_layer}, n_embd={cfg.n_embd}): {n:,} parameters")
     for k, b in sizes.items():
@@ -47,8 +48,8 @@ def storage(cfg: gpt.GPTConfig) -> None:
 
 def nf4_speed() -> None:
     w = torch.randn(2048, 2048, generator=torch.Generator().manual_seed(0))
-    ours_q = time_fn(lambda: quant.nf4_quantize(w))
-    q = quant.nf4_quantize(w)
+    ours_q = time_fn(lambda: nf4.nf4_quantize(w))
+    q = nf4.nf4_quantize(w)
     ours_d = time_fn(q.dequantize)
     print(f"2. NF4 on a 2048 x 2048 fp32 tensor (CPU, {torch.get_num_threads()} threads)")
     try:

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from labs import gpt
-from labs.roofline import compare_times
 from labs.serving import engine, export, loadgen
 from labs.serving.server import ServiceProcess
+from labs.systems.roofline import compare_times
 
 KEY = "bench-key"
 

@@ -2,9 +2,9 @@
 
 Part 1: per-rank model-state bytes of ZeRO-0/1/2/3 at 2, 4 and 8 emulated ranks (steady state at
 the end of a step, and the peak seen during the step), as ratios to the fp32 formulas of
-``labs.zero.zero_bytes_per_rank`` (4 + 4 + 8 bytes per parameter).
+``labs.parallel.zero.zero_bytes_per_rank`` (4 + 4 + 8 bytes per parameter).
 
-Part 2: the tiny GPT trained with 2 ranks by the emulated ZeRO-3 of ``labs.zero`` (threads) and by
+Part 2: the tiny GPT trained with 2 ranks by the emulated ZeRO-3 of ``labs.parallel.zero`` (threads) and by
 PyTorch FSDP2 (``fully_shard``) under ``torchrun --nproc_per_node=2`` over gloo: median step time
 and bytes sent per rank per step (emulated: from the trace; FSDP2: counted by wrapping the
 all-gather and reduce-scatter calls FSDP2 makes, with ring accounting ``(N-1) x shard bytes``).
@@ -28,14 +28,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labs import dist, fsdp_train, gpt, zero  # noqa: E402
+from labs import dist, gpt  # noqa: E402
+from labs.parallel import fsdp, zero  # noqa: E402
 
-CFG = fsdp_train.TrainConfig(steps=8, batch_size=8, seq_len=64, n_embd=128, n_head=4, n_layer=2)
+CFG = fsdp.TrainConfig(steps=8, batch_size=8, seq_len=64, n_embd=128, n_head=4, n_layer=2)
 WARMUP = 2
 
 
 def part1() -> None:
-    cfg = fsdp_train.TrainConfig(steps=2, batch_size=8, seq_len=32, n_embd=64)
+    cfg = fsdp.TrainConfig(steps=2, batch_size=8, seq_len=32, n_embd=64)
     psi = gpt.GPT(cfg.model_config()).num_params()
     print(f"Part 1: tiny GPT, psi = {psi:,} parameters, fp32 Adam (16 B/param unsharded)")
     print(
@@ -44,7 +45,7 @@ def part1() -> None:
     )
     for world in (2, 4, 8):
         for stage in range(4):
-            res = fsdp_train.run_emulated(cfg, world, stage)
+            res = fsdp.run_emulated(cfg, world, stage)
             f = zero.zero_bytes_per_rank(psi, world, stage, 4, 4, 8)["total"]
             led, peak = res["ledger"]["total"], res["peak"]
             print(
@@ -58,11 +59,11 @@ def _emulated_zero3() -> tuple[float, float, int]:
 
     def rank_fn():
         rank, world = dist.get_rank(), dist.get_world_size()
-        rows = fsdp_train.local_rows(CFG, rank, world)
+        rows = fsdp.local_rows(CFG, rank, world)
         trainer = zero.ZeroTrainer(gpt.GPT(CFG.model_config()), 3, lr=CFG.lr)
         times = []
         for step in range(1, CFG.steps + 1):
-            x, y = fsdp_train.global_batch(CFG, step)
+            x, y = fsdp.global_batch(CFG, step)
             dist.barrier()
             t0 = time.perf_counter()
             trainer.step(x[rows], y[rows])
@@ -98,10 +99,10 @@ def _fsdp_worker(out: str) -> None:
         fully_shard(block)
     fully_shard(model)
     opt = torch.optim.AdamW(model.parameters(), lr=CFG.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    rows = fsdp_train.local_rows(CFG, rank, world)
+    rows = fsdp.local_rows(CFG, rank, world)
     times = []
     for step in range(1, CFG.steps + 1):
-        x, y = fsdp_train.global_batch(CFG, step)
+        x, y = fsdp.global_batch(CFG, step)
         tdist.barrier()
         t0 = time.perf_counter()
         loss = model.loss(x[rows], y[rows])

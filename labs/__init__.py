@@ -1,56 +1,60 @@
-"""The labs package of *Deep Learning Systems*.
+"""The labs package of *Deep Learning Systems*, laid out like the book's table of contents.
 
-Named for what it holds, in the book's order; each chapter's code lives in the module(s) below.
-Import the one you need, e.g. ``from labs import memory`` or ``from labs.inference import paged``.
+At the top only what every part uses: :mod:`labs.core` (the workshop's toy framework: a stack of
+matrix products and runners on emulated ranks), :mod:`labs.gpt` (the tiny GPT every later chapter
+reuses) and :mod:`labs.data` (its corpus, character tokenizer and instruction task).  Everything
+else lives in one subpackage per part; import the module you need, e.g.
+``from labs.basics import memory`` or ``from labs.inference import paged``.
 
-Part I (Chapters 1-2)
-    :mod:`labs.memory` bytes to serve and train a model, KV cache; :mod:`labs.flops` counting and
-    timing matrix products.
-Part II (Chapter 3) -- :mod:`labs.data_eng`
+Part I, Chapters 1-2 -- :mod:`labs.basics`
+    ``memory`` bytes to serve and train a model, KV cache, GPUs needed; ``flops`` counting and
+    timing matrix products; ``widgets`` interactive widgets that work in the static book.
+Part II, Chapter 3 -- :mod:`labs.data_eng`
     ``metrics`` BLEU, ROUGE, perplexity; ``passk`` pass@k and a sandboxed candidate runner;
-    ``spectrum`` weight spectra; ``cleaning``, ``minhash`` (MinHash + LSH) and ``bpe`` (byte-level
+    ``spectrum`` weight spectra; ``cleaning``, ``minhash`` (MinHash + LSH), ``bpe`` (byte-level
     BPE); ``instruct`` loss masking and annotator agreement; ``embeddings``.
-Part III (Chapters 4-5)
-    :mod:`labs.gpt` the tiny GPT every later chapter reuses (:mod:`labs.training.loop` trains it);
-    :mod:`labs.data` its corpus, tokenizer and instruction task; :mod:`labs.activations`
-    activation memory, checkpointing, loss scaling; :mod:`labs.checkpoint` crash-safe checkpoints
-    (:mod:`labs.training.commit` the atomic commit); :mod:`labs.lora` LoRA and QLoRA layers;
-    :mod:`labs.quant` NF4 with double quantization (:mod:`labs.peft.codes` the code tables).
-Part IV (Chapter 6) -- :mod:`labs.serving`
-    a FastAPI service of the tiny GPT (``python -m labs.serving``): ``app``, ``auth``, ``limits``
-    (four rate limiters), ``batcher``, ``metrics``, ``engine``, ``server``, ``loadgen``; and
-    ``hpa``, ``rollout``, ``rag``, ``feature_store``, ``storage``, ``export``.
-Part V (Chapter 7) -- :mod:`labs.prompting`
+Part III, Chapter 4 -- :mod:`labs.training`
+    ``loop`` the one training loop (the tiny GPT by default); ``activations`` activation memory,
+    checkpointing, loss scaling; ``checkpoint`` crash-safe checkpoints and ``commit`` their atomic
+    commit.
+Part III, Chapter 5 -- :mod:`labs.peft`
+    ``lora`` LoRA and QLoRA layers; ``nf4`` 4-bit NormalFloat with double quantization;
+    ``codes`` the code tables (NF4 levels, 8-bit dynamic map).
+Part IV, Chapter 6 -- :mod:`labs.serving`
+    a FastAPI service of the tiny GPT (``python -m labs.serving``): ``app``, ``auth``, ``limits``,
+    ``batcher``, ``metrics``, ``engine``, ``server``, ``loadgen``; and ``hpa``, ``rollout``,
+    ``rag``, ``feature_store``, ``storage``, ``export``.
+Part V, Chapter 7 -- :mod:`labs.prompting`
     ``tasks`` in-context task families, ``train`` a small model on them, ``evaluate`` few-shot
     accuracy, ``constrained`` decoding by masking logits.
-Part VI (Chapters 8-9)
-    :mod:`labs.roofline` peak FLOP/s, bandwidth, arithmetic intensity.
-Part VII (Chapters 10-11)
-    :mod:`labs.inference` ``sampling``, ``kv_cache``, ``attention`` (MHA/MQA/GQA), ``paged`` (block
-    manager), ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8``;
-    :mod:`labs.attention` naive and FlashAttention-2 in PyTorch; :mod:`labs.triton_attention`
-    (and ``triton_attention_bwd``) the Triton kernels.
-Part VIII (Chapters 12-18)
-    :mod:`labs.dist` ``torch.distributed`` on threads (and the real thing under torchrun), with
-    traces and an alpha-beta cost model; :mod:`labs.core` the workshop's toy framework;
-    :mod:`labs.collectives` all-reduce algorithms from point-to-point messages;
-    :mod:`labs.data_parallel`; :mod:`labs.pipeline` (``pipeline_schedules`` schedules as data,
-    ``pipeline_sim`` the simulator), :mod:`labs.pipeline_exec` (executor),
-    :mod:`labs.pipeline_plot`, :mod:`labs.dualpipe`; :mod:`labs.tensor_parallel`; :mod:`labs.zero`
-    ZeRO stages (``zero_formulas``, ``zero_state``, ``zero_trainer``); :mod:`labs.fsdp_train` one
-    FSDP training program (``fsdp_setup``, ``fsdp_runs``); :mod:`labs.parallel3d`;
-    :mod:`labs.parallel` sequence, context and expert parallelism (``act_memory``,
-    ``sequence_parallel``, ``ring_attention``, ``ulysses``, ``moe``, ``mesh``, ``mesh_train``
-    the 4-D training step); the torchrun scripts :mod:`labs.ddp_torchrun` and
-    :mod:`labs.pp_torchrun`.
-Parts IX-X (Chapters 19-22) -- :mod:`labs.compress`
-    ``pruning``, ``quantize``, ``outliers`` (LLM.int8(), SmoothQuant, AWQ), ``int8``, ``distill``,
-    ``lowrank``, ``sharing``, ``export`` (ONNX Runtime), ``measure`` (size, latency, perplexity).
-Every lab
-    :mod:`labs.course` the exercise tooling, apart from the teaching code: ``checks``,
-    ``notebooks``, ``release`` (``python -m labs.release``), ``grade`` (``python -m labs.grade``),
-    ``key``, ``sandbox``, ``gradebook``, ``wrong_answers``; :mod:`labs.widgets` interactive widgets
-    that work in the static book.
+Part VI, Chapters 8-9 -- :mod:`labs.systems`
+    ``gpu_memory`` what a GPU's memory hierarchy allows; ``roofline`` peak FLOP/s, bandwidth,
+    arithmetic intensity.
+Part VII, Chapter 10 -- :mod:`labs.inference`
+    ``sampling``, ``kv_cache``, ``attention`` (MHA/MQA/GQA), ``paged`` (block manager),
+    ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only).
+Part VII, Chapter 11 -- :mod:`labs.attention`
+    ``flash`` naive attention, online softmax, FlashAttention-2 forward and backward in PyTorch;
+    ``triton_fwd`` and ``triton_bwd`` the Triton kernels.
+Part VIII, Chapters 12-18 -- :mod:`labs.parallel`
+    ``collectives`` all-reduce algorithms from point-to-point messages (Ch. 12);
+    ``data_parallel`` and the torchrun script ``ddp_torchrun`` (Ch. 13); ``pipeline`` (package:
+    ``schedules``, ``sim``, ``execute``, ``plot``, ``dualpipe``, the torchrun script ``torchrun``;
+    Ch. 14 and 18); ``tensor_parallel`` (Ch. 15); ``zero`` (package: ``formulas``, ``state``,
+    ``trainer``) and ``fsdp`` (package: ``setup``, ``runs``, the program ``train``; Ch. 16);
+    ``parallel3d`` (Ch. 17); ``act_memory``, ``sequence_parallel``, ``ring_attention``,
+    ``ulysses``, ``moe``, ``mesh``, ``mesh_train`` (Ch. 17b).
+Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
+    ``pruning``, ``quantize``, ``outliers`` (LLM.int8(), SmoothQuant, AWQ), ``int8`` (integer
+    matmul), ``distill``, ``lowrank``, ``sharing``, ``export`` (ONNX Runtime), ``measure`` (size,
+    latency, perplexity).
+The machinery under Part VIII -- :mod:`labs.dist`
+    ``torch.distributed`` on threads (and the real thing under torchrun), with traces and an
+    alpha-beta cost model; ``python -m labs.dist.run`` runs an unmodified torchrun script.
+Every lab -- :mod:`labs.course`
+    the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
+    (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox``,
+    ``protect``, ``wrong_answers``.
 """
 
 __version__ = "0.1.0"

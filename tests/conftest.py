@@ -27,6 +27,22 @@ def repo() -> Path:
     return REPO
 
 
+def script(name: str) -> str:
+    """The console script ``name`` (``labs-grade``, ``labs-release``) of this Python's environment.
+
+    The tests run the course commands in their documented form; ``pip install`` puts the scripts
+    beside the interpreter.
+    """
+    import sys
+
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        pytest.fail(
+            f"console script {name} not found beside {sys.executable}: reinstall the package"
+        )
+    return str(path)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now (for torchrun rendezvous in tests)."""
     with socket.socket() as s:

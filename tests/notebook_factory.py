@@ -95,7 +95,7 @@ BYTES_SOLUTION = '''def weight_bytes(n_params, dtype="bf16"):
     return n_params * {"fp32": 4, "bf16": 2, "int8": 1}[dtype]
     # END SOLUTION'''
 
-BYTES_CHECK = """from labs import memory
+BYTES_CHECK = """from labs.basics import memory
 from labs.course.checks import exercise
 
 with exercise(3, "weight bytes") as check:
@@ -103,8 +103,8 @@ with exercise(3, "weight bytes") as check:
         want = memory.inference_bytes(n, dtype)  # the check may use the reference
         expect_close(check, weight_bytes(n, dtype), want, f"weight_bytes({n}, {dtype!r})")"""
 
-#: exercise 3 asks for what labs.memory.inference_bytes computes: the key forbids calling it
-ATTACK_REFERENCES = {"3": ["labs.memory.inference_bytes"]}
+#: exercise 3 asks for what labs.basics.memory.inference_bytes computes: the key forbids calling it
+ATTACK_REFERENCES = {"3": ["labs.basics.memory.inference_bytes"]}
 
 
 def attack_lab():

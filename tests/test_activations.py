@@ -1,4 +1,4 @@
-"""Tests of labs.activations: saved-tensor accounting, checkpointing, the formulas, loss scaling."""
+"""Tests of labs.training.activations: saved-tensor accounting, checkpointing, the formulas, loss scaling."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from labs import activations as A
 from labs import gpt
+from labs.training import activations as A
 
 
 def test_ledger_counts_saved_storages_and_skips_parameters():

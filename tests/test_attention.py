@@ -1,4 +1,4 @@
-"""Tests of labs.attention: exactness, gradients, causal skipping, memory kept for backward."""
+"""Tests of labs.attention.flash: exactness, gradients, causal skipping, memory kept for backward."""
 
 import math
 
@@ -7,12 +7,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import labs.attention as att
-from labs.attention import flash_attention, naive_attention, online_softmax
+import labs.attention.flash as att
+from labs.attention.flash import flash_attention, naive_attention, online_softmax
 
 
 def _reference(q, k, v, causal):
-    """Float64 attention from first principles (independent of labs.attention)."""
+    """Float64 attention from first principles (independent of labs.attention.flash)."""
     q, k, v = q.double(), k.double(), v.double()
     s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if causal:

@@ -1,4 +1,4 @@
-"""Tests of labs.checkpoint on plain torch models: atomic saves, verification, clear errors."""
+"""Tests of labs.training.checkpoint on plain torch models: atomic saves, verification, clear errors."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from labs import checkpoint as C
+from labs.training import checkpoint as C
 
 
 def _state(seed: int = 0, width: int = 4) -> dict:
@@ -85,7 +85,7 @@ def test_shape_mismatch_loads_nothing(tmp_path: Path):
 
 _CRASHING_SAVE = """
 import sys, torch
-from labs import checkpoint as C
+from labs.training import checkpoint as C
 C.save_full(sys.argv[1], int(sys.argv[2]), {"w": torch.full((4,), float(sys.argv[2]))})
 """
 

@@ -94,6 +94,36 @@ def test_a_block_without_assertions_fails():
 
 
 def test_a_forbidden_reference_becomes_a_failure_of_the_exercise():
-    with pytest.raises(CheckFailure, match="Exercise 6 -- calls labs.flops.matmul_flops"):
+    with pytest.raises(CheckFailure, match="Exercise 6 -- calls labs.basics.flops.matmul_flops"):
         with exercise(6):
-            raise ReferenceUsed("calls labs.flops.matmul_flops")
+            raise ReferenceUsed("calls labs.basics.flops.matmul_flops")
+
+
+def test_exercise_needing_a_missing_component_is_not_applicable(capsys):
+    """``needs=`` a missing module: one N/A line naming it and how to install it, no failure."""
+    from labs.course.checks import exercise, missing_components
+
+    assert missing_components(["math", "no_such_module_xyz", "no-such-executable"]) == [
+        "no_such_module_xyz",
+        "no-such-executable",
+    ]
+    with exercise(6, "a kernel", needs=["no_such_module_xyz"]) as check:
+        check.equal(no_such_name, 1, "never reached")  # noqa: F821 - the missing component's name
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("N/A exercise 6: a kernel — needs no_such_module_xyz (install: ")
+    assert "pip install no_such_module_xyz" in out and "PASS" not in out
+
+
+def test_exercise_with_its_components_present_runs_as_usual(capsys):
+    from labs.course.checks import CheckFailure, exercise
+
+    with exercise(2, "present", needs=["math"]) as check:
+        check.equal(1 + 1, 2, "sum")
+    assert capsys.readouterr().out.startswith("PASS exercise 2: present")
+    try:
+        with exercise(2, "present", needs=["math"]) as check:
+            check.equal(1 + 1, 3, "sum")
+    except CheckFailure:
+        pass
+    else:
+        raise AssertionError("a failing check passed although nothing was missing")

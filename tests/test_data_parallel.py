@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labs import core, dist
-from labs import data_parallel as dp
 from labs.dist import alpha_beta
+from labs.parallel import data_parallel as dp
 
 
 def test_shard():
@@ -85,7 +85,7 @@ def test_predicted_time_prefers_fewer_larger_buckets():
 
 
 def test_torch_ddp_under_torchrun_matches_emulated(tmp_path):
-    from labs.ddp_torchrun import ddp_step
+    from labs.parallel.ddp_torchrun import ddp_step
 
     out_file = tmp_path / "ddp.pt"
     cmd = [
@@ -95,7 +95,7 @@ def test_torch_ddp_under_torchrun_matches_emulated(tmp_path):
         "--standalone",
         "--nproc_per_node=2",
         "-m",
-        "labs.ddp_torchrun",
+        "labs.parallel.ddp_torchrun",
         "--out",
         str(out_file),
     ]

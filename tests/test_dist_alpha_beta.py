@@ -113,7 +113,7 @@ def test_naive_broadcast_is_serialised_on_the_root_link():
 )  # fmt: skip
 @pytest.mark.parametrize("p", [2, 8, 16])
 def test_replay_of_power_of_two_algorithms_matches_formula(name, algo, p):
-    from labs import collectives
+    from labs.parallel import collectives
 
     dist.launch(lambda: getattr(collectives, name)(torch.ones(64 * p)), p)
     pred = ab.predict(dist.last_trace(), LINK, compute=False)

@@ -1,4 +1,4 @@
-"""labs.collectives: the chapter's algorithms give the sum and send what the formulas say."""
+"""labs.parallel.collectives: the chapter's algorithms give the sum and send what the formulas say."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from labs import collectives as C
 from labs import dist
+from labs.parallel import collectives as C
 
 
 def _prog(name, length):

@@ -1,4 +1,4 @@
-"""Counting and timing matrix products (labs.flops)."""
+"""Counting and timing matrix products (labs.basics.flops)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from labs import flops
+from labs.basics import flops
 
 
 def test_matmul_flops_counts_two_per_multiply_add():

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from conftest import free_port
-from labs import checkpoint as ckpt
-from labs import fsdp_train
+from labs.parallel import fsdp
+from labs.training import checkpoint as ckpt
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -36,7 +36,7 @@ def _env(crash: bool = False) -> dict[str, str]:
 
 def _torchrun(tmp: Path, name: str, *args: str, crash: bool = False) -> tuple[int, dict | None]:
     out = tmp / f"{name}.json"
-    cmd = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "labs.fsdp_train", *STEPS,
+    cmd = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "labs.parallel.fsdp.train", *STEPS,
            "--out", str(out), *args]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(crash), capture_output=True, text=True,
                           timeout=TIMEOUT)  # fmt: skip
@@ -47,18 +47,18 @@ def _torchrun(tmp: Path, name: str, *args: str, crash: bool = False) -> tuple[in
     return proc.returncode, None
 
 
-def _cfg(**kw) -> fsdp_train.TrainConfig:
-    return fsdp_train.TrainConfig(steps=6, batch_size=4, seq_len=16, n_embd=32, **kw)
+def _cfg(**kw) -> fsdp.TrainConfig:
+    return fsdp.TrainConfig(steps=6, batch_size=4, seq_len=16, n_embd=32, **kw)
 
 
 @pytest.fixture(scope="module")
 def reference() -> list[float]:
-    return fsdp_train.run_single(_cfg())["losses"]
+    return fsdp.run_single(_cfg())["losses"]
 
 
 def test_fsdp2_torchrun_matches_single_and_emulated_and_resumes_exactly(tmp_path, reference):
     ck = tmp_path / "ckpt"
-    emulated = fsdp_train.run_emulated(_cfg(), 2, 3)["losses"]
+    emulated = fsdp.run_emulated(_cfg(), 2, 3)["losses"]
     torch.testing.assert_close(emulated, reference, rtol=0, atol=2e-6)
 
     _, straight = _torchrun(tmp_path, "straight", "--ckpt", str(ck), "--save-at", "3")
@@ -75,7 +75,7 @@ def test_fsdp2_torchrun_matches_single_and_emulated_and_resumes_exactly(tmp_path
 
     # a new plain process resumes the same full checkpoint on 2 emulated ranks (ZeRO-3)
     out = tmp_path / "emulated.json"
-    cmd = [sys.executable, "-m", "labs.fsdp_train", "--mode", "emulated", "--world-size", "2",
+    cmd = [sys.executable, "-m", "labs.parallel.fsdp.train", "--mode", "emulated", "--world-size", "2",
            *STEPS, "--ckpt", str(ck), "--resume", "--out", str(out)]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=TIMEOUT)
     emulated_resumed = json.loads(out.read_text())
@@ -99,7 +99,7 @@ def test_two_nodes_rendezvous_on_localhost(tmp_path, reference):
     procs = []
     for node in range(2):
         cmd = [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
-               "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "labs.fsdp_train",
+               "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "labs.parallel.fsdp.train",
                *STEPS, "--out", str(tmp_path / f"node{node}.json")]  # fmt: skip
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))  # fmt: skip
@@ -117,20 +117,21 @@ def test_two_nodes_rendezvous_on_localhost(tmp_path, reference):
 @pytest.mark.parametrize(
     "module",
     [
-        "labs.zero_formulas",
-        "labs.zero_state",
-        "labs.zero_trainer",
-        "labs.fsdp_setup",
-        "labs.fsdp_runs",
+        "labs.parallel.zero.formulas",
+        "labs.parallel.zero.state",
+        "labs.parallel.zero.trainer",
+        "labs.parallel.fsdp.setup",
+        "labs.parallel.fsdp.runs",
     ],
 )
 def test_split_modules_import_alone(module):
-    """Each piece imports first in a fresh interpreter (no cycle); the old import paths stay."""
+    """Each piece imports first in a fresh interpreter (no cycle); the packages gather the names."""
     code = (
         f"import {module}\n"
-        "from labs.zero import ZeroTrainer, padded_numel, zero_bytes_per_rank, "
+        "from labs.parallel.zero import ZeroTrainer, padded_numel, zero_bytes_per_rank, "
         "zero_comm_bytes_per_rank\n"
-        "from labs.fsdp_train import TrainConfig, global_batch, local_rows, main, run_emulated, "
+        "from labs.parallel.fsdp import TrainConfig, global_batch, local_rows, run_emulated, "
         "run_fsdp, run_single\n"
+        "from labs.parallel.fsdp.train import main\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -1,4 +1,4 @@
-"""python -m labs.grade on single submissions: table, results file, exit codes, bad input."""
+"""labs-grade on single submissions: table, results file, exit codes, bad input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, script
 from labs.course.grade import grade_notebooks
 from labs.course.key import find_key
 from labs.course.notebooks import NotebookError
@@ -18,7 +18,7 @@ from notebook_factory import cell, good_lab, lab, write, write_lab_and_key
 
 def grade(*args, cwd):
     return subprocess.run(
-        [sys.executable, "-m", "labs.course.gradebook", *map(str, args)],
+        [script("labs-grade"), *map(str, args)],
         cwd=cwd, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 

@@ -107,17 +107,17 @@ if leaks:  # a real attack would exec the solution cells; defining them shows th
 print("solution files readable:", len(leaks))"""
 
 CALL_REFERENCE = """import importlib
-import labs.memory
-from labs.memory import inference_bytes as ref
+import labs.basics.memory
+from labs.basics.memory import inference_bytes as ref
 
 
 def weight_bytes(n_params, dtype="bf16"):
     return ref(n_params, dtype)"""
 
 CALL_RELOADED = """import importlib
-import labs.memory
+import labs.basics.memory
 
-fresh = importlib.reload(labs.memory)
+fresh = importlib.reload(labs.basics.memory)
 cached = fresh.inference_bytes
 
 
@@ -276,7 +276,7 @@ def test_7_calling_the_reference_implementation_fails_the_exercise(graded):
         r = graded[1][name]
         assert outcomes(r) == {1: ("PASS", "graded"), 2: ("PASS", "graded"), 3: ("FAIL", "graded")}
         assert "Exercise 3" in r.exercises[2].error
-        assert "calls the reference implementation labs.memory.inference_bytes" in (
+        assert "calls the reference implementation labs.basics.memory.inference_bytes" in (
             r.exercises[2].error
         )
 

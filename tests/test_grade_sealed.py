@@ -14,12 +14,12 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import script
 from labs.course.isolation import isolation_available
 from labs.course.notebooks import REPO_ROOT, parse_lab, student_version
 from notebook_factory import attack_lab, cell, write, write_lab_and_key
@@ -92,8 +92,8 @@ class Sly(float):
 
 area = Sly(1.0)"""
 
-PATCH_REFERENCE = """import labs.memory
-labs.memory.inference_bytes = lambda n, dtype="bf16": n  # the check's expected value
+PATCH_REFERENCE = """import labs.basics.memory
+labs.basics.memory.inference_bytes = lambda n, dtype="bf16": n  # the check's expected value
 
 
 def weight_bytes(n_params, dtype="bf16"):
@@ -126,14 +126,14 @@ def lenient(fn):
 contextlib.contextmanager = lenient"""
 
 THREAD_REFERENCE = """from concurrent.futures import ThreadPoolExecutor
-from labs.memory import inference_bytes as ref
+from labs.basics.memory import inference_bytes as ref
 
 
 def weight_bytes(n_params, dtype="bf16"):
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(ref, n_params, dtype).result()"""
 
-CHECK_FILENAME = """from labs.memory import inference_bytes as ref
+CHECK_FILENAME = """from labs.basics.memory import inference_bytes as ref
 exec(compile("def weight_bytes(n, dtype='bf16'):\\n    return ref(n, dtype)\\n",
              "<labs-grade-check>", "exec"))"""
 
@@ -198,7 +198,7 @@ def graded(tmp_path_factory):
     before = hashlib.sha256(CHECKS_PY.read_bytes()).hexdigest()
     env = dict(os.environ, LABS_SECRET_TOKEN="s3cr3t-t0ken")
     result = subprocess.run(
-        [sys.executable, "-m", "labs.course.gradebook", "--class", cls, "--gradebook",
+        [script("labs-grade"), "--class", cls, "--gradebook",
          tmp / "gradebook.csv", "--jobs", "2", "--key", key, "--timeout", "20"],
         cwd=tmp, capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip

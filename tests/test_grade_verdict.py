@@ -98,6 +98,9 @@ def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):
     e1, e2 = r.exercises
     assert (e1.outcome, e1.status) == ("PASS", "graded")
     assert (e2.outcome, e2.status) == ("N/A", "not applicable")
-    assert e2.error == "N/A exercise 2: needs no_such_module_xyz (pip install no_such_module_xyz)"
+    assert e2.error == (
+        "N/A exercise 2: needs no_such_module_xyz "
+        "(install: no_such_module_xyz: pip install no_such_module_xyz)"
+    )
     row = rows([r], {})[1]
     assert (row["outcome"], row["points"], row["status"]) == ("N/A", "", "not applicable")

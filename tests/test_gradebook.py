@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import csv
 import subprocess
-import sys
 
 import pytest
 
+from conftest import script
 from notebook_factory import attack_lab, write, write_lab_and_key
 
 LAB = "lab99-attacks"
@@ -15,7 +15,7 @@ LAB = "lab99-attacks"
 
 def grade(*args, cwd):
     return subprocess.run(
-        [sys.executable, "-m", "labs.course.gradebook", *map(str, args)],
+        [script("labs-grade"), *map(str, args)],
         cwd=cwd, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from labs import gpt, memory
+from labs import gpt
+from labs.basics import memory
 from labs.inference.attention import GQAttention, causal_attention, convert_to_gqa, mha_to_gqa
 from labs.inference.kv_cache import KVCache, forward_cached, generate, stream
 

@@ -45,7 +45,7 @@ def test_solution_passes_every_exercise(lab, solution_results):
     result = solution_results[str(lab)]
     assert result.status == "graded", (
         f"{lab.name}: {result.status}: {[e.error for e in result.exercises if not e.passed]} "
-        "(is instructor/keys up to date? run: python -m labs.release)"
+        "(is instructor/keys up to date? run: labs-release)"
     )
     failed = {e.exercise: e.error for e in result.exercises if not e.passed}
     assert not failed, f"{lab.name}: exercises failing on the solution: {failed}"
@@ -61,7 +61,7 @@ def test_student_stub_fails_every_check_and_only_dependent_cells(lab, student_re
     result = student_results[str(student)]
     assert result.status == "graded", (
         f"{student.name}: {result.status}: {[e.error for e in result.exercises]} "
-        "(are student/ and instructor/keys up to date? run: python -m labs.release)"
+        "(are student/ and instructor/keys up to date? run: labs-release)"
     )
     passing = [e.exercise for e in result.exercises if e.passed]
     assert not passing, f"{student.name}: checks of exercises {passing} pass on the stub"

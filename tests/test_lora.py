@@ -1,4 +1,4 @@
-"""Tests of labs.lora: LoRA from scratch against Hugging Face peft, merging, QLoRA layers."""
+"""Tests of labs.peft.lora: LoRA from scratch against Hugging Face peft, merging, QLoRA layers."""
 
 import copy
 import os
@@ -6,7 +6,8 @@ import os
 import pytest
 import torch
 
-from labs import gpt, lora, quant
+from labs import gpt
+from labs.peft import lora, nf4
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 peft = pytest.importorskip("peft")
@@ -128,11 +129,11 @@ def test_qlora_layer_is_nf4_base_plus_adapter():
     torch.manual_seed(0)
     lin = torch.nn.Linear(64, 32)
     layer = lora.LoRALinear.qlora(lin, r=4, alpha=8)
-    assert isinstance(layer.base, quant.NF4Linear)
+    assert isinstance(layer.base, nf4.NF4Linear)
     with torch.no_grad():
         layer.lora_B.normal_()
     x = torch.randn(5, 64, requires_grad=True)
-    w = quant.nf4_quantize(lin.weight).dequantize()
+    w = nf4.nf4_quantize(lin.weight).dequantize()
     expected = x @ w.T + lin.bias + layer.scaling * (x @ layer.lora_A.T @ layer.lora_B.T)
     out = layer(x)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
@@ -147,8 +148,8 @@ def test_qlora_layer_is_nf4_base_plus_adapter():
 
 def test_qlora_model_quantizes_every_linear_and_trains():
     model = lora.apply_lora(gpt.GPT(CFG), TARGETS, r=4, alpha=8, quantize=True)
-    nf4 = [n for n, m in model.named_modules() if isinstance(m, quant.NF4Linear)]
-    assert len(nf4) == 6 * CFG.n_layer  # every block linear; the tied head stays float
+    quantized = [n for n, m in model.named_modules() if isinstance(m, nf4.NF4Linear)]
+    assert len(quantized) == 6 * CFG.n_layer  # every block linear; the tied head stays float
     assert all(p.requires_grad == ("lora_" in n) for n, p in model.named_parameters())
     x, y = _batch()
     batches = iter([(x, y)] * 10)

@@ -1,10 +1,10 @@
-"""The memory rules of thumb of Chapter 1 (labs.memory)."""
+"""The memory rules of thumb of Chapter 1 (labs.basics.memory)."""
 
 from __future__ import annotations
 
 import pytest
 
-from labs import memory
+from labs.basics import memory
 
 
 def test_training_regimes_both_total_16_bytes_per_param_with_different_parts():

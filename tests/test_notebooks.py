@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import nbformat
 import pytest
 import yaml
 
-from conftest import LABS, REPO, STUDENT
+from conftest import LABS, REPO, STUDENT, script
 from labs.course.key import KEY_DIR, load_key
 from labs.course.notebooks import parse_lab, setup_cell_source
 
@@ -29,7 +28,7 @@ def test_notebooks_are_stored_without_outputs(path):
         for i, c in enumerate(nb.cells)
         if c.cell_type == "code" and (c.outputs or c.execution_count)
     ]
-    assert not dirty, f"{path}: cells {dirty} have outputs; run: python -m labs.release"
+    assert not dirty, f"{path}: cells {dirty} have outputs; run: labs-release"
 
 
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.name)
@@ -41,13 +40,13 @@ def test_every_lab_follows_the_exercise_format(path):
     )
     first_code = next(c for c in info.nb.cells if c.cell_type == "code")
     assert first_code.source == setup_cell_source(), (
-        f"{path}: the first code cell must be the Colab set-up cell; run: python -m labs.release"
+        f"{path}: the first code cell must be the Colab set-up cell; run: labs-release"
     )
 
 
 def test_student_folder_is_up_to_date():
     result = subprocess.run(
-        [sys.executable, "-m", "labs.release", "--check"], cwd=REPO, capture_output=True, text=True
+        [script("labs-release"), "--check"], cwd=REPO, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -55,7 +54,7 @@ def test_student_folder_is_up_to_date():
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.name)
 def test_every_lab_has_an_answer_key_without_solutions(path):
     key_path = KEY_DIR / f"{path.stem}.json"
-    assert key_path.is_file(), f"{key_path} is missing; run: python -m labs.release"
+    assert key_path.is_file(), f"{key_path} is missing; run: labs-release"
     key = load_key(key_path)
     assert sorted(map(int, key["exercises"])) == sorted(parse_lab(path).exercises)
     text = key_path.read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from labs import dist
-from labs import parallel3d as p3
+from labs.parallel import parallel3d as p3
 
 MODEL = dict(layers=96, hidden=12288, seq=2048, micro_batch=1, micro_batches=16)
 

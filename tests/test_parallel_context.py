@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from labs import dist
-from labs.attention import naive_attention
+from labs.attention.flash import naive_attention
 from labs.parallel import ring_attention as ra
 from labs.parallel import ulysses
 

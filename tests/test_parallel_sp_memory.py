@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from labs import dist, gpt
-from labs.activations import korthikanti_layer_bytes
 from labs.parallel import act_memory
 from labs.parallel import sequence_parallel as sp
+from labs.training.activations import korthikanti_layer_bytes
 
 
 def _block():

@@ -11,9 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labs import pipeline as pp
-from labs.dualpipe import dualpipe, dualpipe_v
-from labs.pipeline_exec import reference_grads, run_schedule
+from labs.parallel import pipeline as pp
+from labs.parallel.pipeline.dualpipe import dualpipe, dualpipe_v
+from labs.parallel.pipeline.execute import reference_grads, run_schedule
 
 matplotlib.use("Agg")
 
@@ -210,13 +210,18 @@ def test_draw_timeline_is_legible_in_a_text_column(make):
 
 @pytest.mark.parametrize(
     "module",
-    ["labs.pipeline_plot", "labs.pipeline_sim", "labs.pipeline_schedules", "labs.dualpipe"],
+    [
+        "labs.parallel.pipeline.plot",
+        "labs.parallel.pipeline.sim",
+        "labs.parallel.pipeline.schedules",
+        "labs.parallel.pipeline.dualpipe",
+    ],
 )
 def test_pipeline_modules_import_alone(module):
-    """Each piece imports first in a fresh interpreter (no import cycle), and the old names stay."""
+    """Each piece imports first in a fresh interpreter (no import cycle)."""
     code = (
-        f"import {module}; from labs.pipeline import Action, Schedule, simulate, draw_timeline, "
-        "_need, _split_set, bubble_time; import labs.pipeline_exec"
+        f"import {module}; from labs.parallel.pipeline import Action, Schedule, simulate, "
+        "draw_timeline, bubble_time; import labs.parallel.pipeline.execute"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
@@ -229,7 +234,7 @@ def test_torch_pipelining_under_torchrun():
         "--standalone",
         "--nproc_per_node=2",
         "-m",
-        "labs.pp_torchrun",
+        "labs.parallel.pipeline.torchrun",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -1,9 +1,10 @@
-"""Tests of labs.quant: NF4 and double quantization from scratch, checked against bitsandbytes."""
+"""Tests of labs.peft.nf4: NF4 and double quantization from scratch, checked against bitsandbytes."""
 
 import pytest
 import torch
 
-from labs import gpt, quant
+from labs import gpt
+from labs.peft import codes, nf4
 
 bnbf = pytest.importorskip("bitsandbytes.functional")
 
@@ -28,17 +29,17 @@ WEIGHTS = _weights()
 
 
 def test_code_tables_equal_bitsandbytes():
-    assert torch.equal(quant.NF4_CODE, bnbf.get_4bit_type("nf4", device="cpu").float().cpu())
-    torch.testing.assert_close(quant.normal_float_code(), quant.NF4_CODE, rtol=0, atol=1e-6)
-    assert torch.equal(quant.dynamic_code(), bnbf.create_dynamic_map(signed=True).float())
-    assert quant.NF4_CODE[7] == 0 and len(quant.NF4_CODE) == 16
+    assert torch.equal(codes.NF4_CODE, bnbf.get_4bit_type("nf4", device="cpu").float().cpu())
+    torch.testing.assert_close(codes.normal_float_code(), codes.NF4_CODE, rtol=0, atol=1e-6)
+    assert torch.equal(codes.dynamic_code(), bnbf.create_dynamic_map(signed=True).float())
+    assert codes.NF4_CODE[7] == 0 and len(codes.NF4_CODE) == 16
 
 
 @pytest.mark.parametrize("double_quant", [False, True])
 @pytest.mark.parametrize("kind", list(WEIGHTS))
 def test_roundtrip_error_within_one_percent_of_bitsandbytes(kind, double_quant):
     w = WEIGHTS[kind]
-    q = quant.nf4_quantize(w, blocksize=64, double_quant=double_quant)
+    q = nf4.nf4_quantize(w, blocksize=64, double_quant=double_quant)
     packed, ref = _bnb_roundtrip(w, double_quant)
     ours = (q.dequantize() - w).pow(2).mean().sqrt()
     theirs = (ref - w).pow(2).mean().sqrt()
@@ -48,29 +49,29 @@ def test_roundtrip_error_within_one_percent_of_bitsandbytes(kind, double_quant):
 
 def test_storage_bits_per_param():
     w = torch.randn(1024, 1024)
-    assert quant.nf4_quantize(w, double_quant=False).bits_per_param == 4.5
-    dq = quant.nf4_quantize(w).bits_per_param
+    assert nf4.nf4_quantize(w, double_quant=False).bits_per_param == 4.5
+    dq = nf4.nf4_quantize(w).bits_per_param
     assert dq == pytest.approx(4 + 8 / 64 + 32 / (64 * 256), abs=1e-4)  # 4.127
-    q = quant.nf4_quantize(w)
+    q = nf4.nf4_quantize(w)
     assert q.packed.dtype == torch.uint8 and q.packed.numel() == w.numel() // 2
-    small = quant.nf4_quantize(torch.randn(64, 64))  # 64 blocks: one partial block of scales
+    small = nf4.nf4_quantize(torch.randn(64, 64))  # 64 blocks: one partial block of scales
     assert small.absmax_q.numel() == 64 and small.absmax_scale.numel() == 1
     assert small.bits_per_param == 4 + 8 / 64 + 2 * 32 / 4096
 
 
 def test_packing_two_codes_per_byte():
     w = torch.tensor([[-1.0, 1.0, 0.0, 0.5]])
-    q = quant.nf4_quantize(w, blocksize=4, double_quant=False)
+    q = nf4.nf4_quantize(w, blocksize=4, double_quant=False)
     assert q.packed.tolist() == [0x0F, 0x7C]  # codes 0, 15, 7, 12 (0.5 -> 0.5626)
-    torch.testing.assert_close(q.dequantize(), quant.NF4_CODE[[0, 15, 7, 12]].view(1, 4))
+    torch.testing.assert_close(q.dequantize(), codes.NF4_CODE[[0, 15, 7, 12]].view(1, 4))
 
 
 def test_linear_int8_absmax_code_is_worse_on_heavy_tails():
     g = torch.Generator().manual_seed(1)
     w = torch.randn(1024, 1024, generator=g) / torch.rand(1024, 1024, generator=g).sqrt()  # t-like
     errs = {
-        c: float((quant.nf4_quantize(w, absmax_code=c).dequantize() - w).pow(2).mean())
-        for c in quant.CODES8
+        c: float((nf4.nf4_quantize(w, absmax_code=c).dequantize() - w).pow(2).mean())
+        for c in codes.CODES8
     }
     assert errs["linear"] > 1.05 * errs["dynamic"]
     assert errs["fp8"] < errs["linear"]
@@ -78,50 +79,45 @@ def test_linear_int8_absmax_code_is_worse_on_heavy_tails():
 
 def test_padding_dtype_and_shape_are_kept():
     w = torch.randn(10, 13, dtype=torch.bfloat16)
-    q = quant.nf4_quantize(w, double_quant=True)
+    q = nf4.nf4_quantize(w, double_quant=True)
     assert q.padding == 64 * 3 - 130
     out = q.dequantize()
     assert out.shape == w.shape and out.dtype == torch.bfloat16
     assert float((out.float() - w.float()).abs().max()) <= float(w.abs().max()) * 0.2
-    zeros = quant.nf4_quantize(torch.zeros(128))
+    zeros = nf4.nf4_quantize(torch.zeros(128))
     assert torch.equal(zeros.dequantize(), torch.zeros(128))
 
 
 def test_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="floating-point"):
-        quant.nf4_quantize(torch.arange(64))
+        nf4.nf4_quantize(torch.arange(64))
     with pytest.raises(ValueError, match="blocksize"):
-        quant.nf4_quantize(torch.randn(64), blocksize=63)
+        nf4.nf4_quantize(torch.randn(64), blocksize=63)
     with pytest.raises(ValueError, match="blocksize"):
-        quant.nf4_quantize(torch.randn(64), blocksize=0)
+        nf4.nf4_quantize(torch.randn(64), blocksize=0)
     with pytest.raises(ValueError, match="empty"):
-        quant.nf4_quantize(torch.randn(0))
+        nf4.nf4_quantize(torch.randn(0))
     with pytest.raises(ValueError, match="absmax_code"):
-        quant.nf4_quantize(torch.randn(64), absmax_code="int4")
+        nf4.nf4_quantize(torch.randn(64), absmax_code="int4")
 
 
 def test_nf4_linear_and_quantize_linears():
     torch.manual_seed(0)
     lin = torch.nn.Linear(64, 48)
-    layer = quant.NF4Linear.from_linear(lin)
+    layer = nf4.NF4Linear.from_linear(lin)
     x = torch.randn(3, 64)
-    expected = x @ quant.nf4_quantize(lin.weight).dequantize().T + lin.bias
+    expected = x @ nf4.nf4_quantize(lin.weight).dequantize().T + lin.bias
     torch.testing.assert_close(layer(x), expected)
     assert list(layer.parameters()) == []
     assert "bits_per_param" in repr(layer)
-    model = quant.quantize_linears(gpt.GPT(gpt.GPTConfig(n_layer=1, n_embd=64)))
-    names = [n for n, m in model.named_modules() if isinstance(m, quant.NF4Linear)]
+    model = nf4.quantize_linears(gpt.GPT(gpt.GPTConfig(n_layer=1, n_embd=64)))
+    names = [n for n, m in model.named_modules() if isinstance(m, nf4.NF4Linear)]
     assert len(names) == 6 and "lm_head" not in names
     assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 96)
 
 
-def test_code_tables_module_is_reexported_by_quant():
-    """The code tables live in labs.peft.codes; every old ``quant.X`` name still works."""
-    from labs.peft import codes
-
-    assert quant.NF4_CODE is codes.NF4_CODE and quant.CODES8 is codes.CODES8
-    for name in ("normal_float_code", "dynamic_code", "linear_code", "fp8_code"):
-        assert getattr(quant, name) is getattr(codes, name)
+def test_code_table_helpers():
+    """labs.peft.codes: nearest code index and padding to whole blocks."""
     x = torch.tensor([-1.0, -0.01, 0.3, 0.99])
     assert codes.nearest_code(x, codes.NF4_CODE).tolist() == [0, 7, 11, 15]
     blocks, pad = codes.pad_to_blocks(torch.ones(5), 4)

@@ -1,4 +1,4 @@
-"""python -m labs.release: student notebooks from solution notebooks, and its failure modes."""
+"""labs-release: student notebooks from solution notebooks, and its failure modes."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_release_writes_students_and_normalises_sources(tmp_path):
 
 def test_release_writes_the_answer_key_outside_student(tmp_path):
     nb = good_lab()
-    nb.metadata["exercise_references"] = {"2": ["labs.memory.inference_bytes"]}
+    nb.metadata["exercise_references"] = {"2": ["labs.basics.memory.inference_bytes"]}
     src = write(tmp_path / "labs" / "lab99-demo.ipynb", nb)
     dirs = ["--student-dir", str(tmp_path / "student"), "--key-dir", str(tmp_path / "keys")]
     assert release.main([str(src), *dirs]) == 0
@@ -69,7 +69,7 @@ def test_release_writes_the_answer_key_outside_student(tmp_path):
     assert check["sha256"] != source_hash(CHECK.replace("42", "43"))
     assert check["id"] == nb.cells[3].id
     assert key["exercises"]["1"]["references"] == []
-    assert key["exercises"]["2"]["references"] == ["labs.memory.inference_bytes"]
+    assert key["exercises"]["2"]["references"] == ["labs.basics.memory.inference_bytes"]
     # the student notebook matches its key; a stale key is caught by --check
     student = nbformat.read(tmp_path / "student" / "lab99-demo.ipynb", as_version=4)
     assert compare(student, key) == ({1: [4], 2: [6]}, {})
@@ -80,10 +80,16 @@ def test_release_writes_the_answer_key_outside_student(tmp_path):
 @pytest.mark.parametrize(
     ("refs", "message"),
     [
-        ({"3": ["labs.memory.inference_bytes"]}, "names exercise '3', but the lab has exercises"),
-        ({"1": "labs.memory.inference_bytes"}, "must be a list of dotted names inside labs"),
+        (
+            {"3": ["labs.basics.memory.inference_bytes"]},
+            "names exercise '3', but the lab has exercises",
+        ),
+        ({"1": "labs.basics.memory.inference_bytes"}, "must be a list of dotted names inside labs"),
         ({"1": ["numpy.sum"]}, "must be a list of dotted names inside labs"),
-        ({"1": ["labs.memory.no_such_function"]}, "not a function or class that can be imported"),
+        (
+            {"1": ["labs.basics.memory.no_such_function"]},
+            "not a function or class that can be imported",
+        ),
     ],
 )
 def test_bad_exercise_references_are_named(tmp_path, refs, message):

@@ -1,4 +1,4 @@
-"""Tests of labs.roofline: intensity formulas, the roofline, and the measurement helpers."""
+"""Tests of labs.systems.roofline: intensity formulas, the roofline, and the measurement helpers."""
 
 import matplotlib
 
@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from labs import roofline as rl  # noqa: E402
+from labs.systems import roofline as rl  # noqa: E402
 
 
 def test_intensity_formulas():
@@ -59,3 +59,15 @@ def test_peak_memory_counts_live_tensors():
     peak = rl.peak_memory_bytes(two_temporaries)
     assert 3 * 4 * n <= peak <= 3 * 4 * n + 2**16  # a, b and a + b were alive together
     assert rl.peak_memory_bytes(lambda: None) < 2**12
+
+
+def test_peak_memory_measures_the_named_device():
+    """CPU work measured on the CPU even where a GPU exists (a GPU sees none of it)."""
+    big = lambda: torch.ones(2**20)  # noqa: E731 - 4 MiB on the CPU
+    assert rl.peak_memory_bytes(big) >= 4 * 2**20
+    with pytest.raises(ValueError, match="device must be"):
+        rl.peak_memory_bytes(big, device="meta")
+    if torch.cuda.is_available():
+        assert rl.peak_memory_bytes(big, device="cuda") == 0
+        on_gpu = lambda: torch.ones(2**20, device="cuda")  # noqa: E731
+        assert rl.peak_memory_bytes(on_gpu, device="cuda") >= 4 * 2**20

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labs import dist
-from labs import tensor_parallel as tp
+from labs.parallel import tensor_parallel as tp
 
 
 def test_the_seed_example():

@@ -1,4 +1,4 @@
-"""Tests of labs.triton_attention: on CPU in Triton's interpreter (tiny shapes), on CUDA if present."""
+"""Tests of labs.attention.triton_fwd: on CPU in Triton's interpreter (tiny shapes), on CUDA if present."""
 
 import math
 import sys
@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-import labs.triton_attention as ta  # first: it sets TRITON_INTERPRET=1 on a CPU-only machine
+import labs.attention.triton_fwd as ta  # first: it sets TRITON_INTERPRET=1 on a CPU-only machine
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install 'dlsys-labs[triton]')")
 

@@ -1,11 +1,11 @@
-"""labs.widgets.explorer: every combination pre-rendered, controls linked in the front end."""
+"""labs.basics.widgets.explorer: every combination pre-rendered, controls linked in the front end."""
 
 from __future__ import annotations
 
 import ipywidgets as widgets
 import pytest
 
-from labs.widgets import _combinations, explorer
+from labs.basics.widgets import _combinations, explorer
 
 
 def _leaves(w):

@@ -1,14 +1,15 @@
-"""Tests of labs.zero: ZeRO-0/1/2/3 on emulated ranks against a single process and the formulas."""
+"""Tests of labs.parallel.zero: ZeRO-0/1/2/3 on emulated ranks against a single process and the formulas."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from labs import checkpoint as ckpt
-from labs import dist, fsdp_train, gpt, zero
+from labs import dist, gpt
+from labs.parallel import fsdp, zero
+from labs.training import checkpoint as ckpt
 
-CFG = fsdp_train.TrainConfig(steps=3, batch_size=12, seq_len=16, n_embd=40, n_head=4)
+CFG = fsdp.TrainConfig(steps=3, batch_size=12, seq_len=16, n_embd=40, n_head=4)
 
 
 def _psi() -> int:
@@ -39,13 +40,13 @@ def test_comm_formula_and_bad_arguments():
 
 @pytest.fixture(scope="module")
 def reference() -> list[float]:
-    return fsdp_train.run_single(CFG)["losses"]
+    return fsdp.run_single(CFG)["losses"]
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 @pytest.mark.parametrize("world", [2, 4])
 def test_stage_matches_single_process_formula_and_trace(stage, world, reference):
-    res = fsdp_train.run_emulated(CFG, world, stage)
+    res = fsdp.run_emulated(CFG, world, stage)
     torch.testing.assert_close(res["losses"], reference, rtol=0, atol=2e-6)
     # every tensor here divides by 2 and 4: no padding, the ledger equals the fp32 formula exactly
     assert all(n % world == 0 for n in _numels())
@@ -61,7 +62,7 @@ def test_stage_matches_single_process_formula_and_trace(stage, world, reference)
 def test_uneven_world_size_pads(stage, reference):
     """3 ranks do not divide the tensors: each is padded to a multiple of N (documented)."""
     for world in (3,):
-        res = fsdp_train.run_emulated(CFG, world, stage)
+        res = fsdp.run_emulated(CFG, world, stage)
         torch.testing.assert_close(res["losses"], reference, rtol=0, atol=2e-6)
         psi_pad = sum(zero.padded_numel(n, world) for n in _numels())
         assert psi_pad > _psi()
@@ -74,39 +75,39 @@ def test_uneven_world_size_pads(stage, reference):
 
 @pytest.mark.parametrize("fmt", ["full", "shards"])
 def test_emulated_resume_is_exact(tmp_path, fmt, reference):
-    cfg5 = fsdp_train.TrainConfig(**{**vars(CFG), "steps": 2, "save_at": [2],
+    cfg5 = fsdp.TrainConfig(**{**vars(CFG), "steps": 2, "save_at": [2],
                                      "ckpt_dir": str(tmp_path), "ckpt_format": fmt})  # fmt: skip
-    fsdp_train.run_emulated(cfg5, 2, 3)
-    cont = fsdp_train.TrainConfig(**{**vars(CFG), "ckpt_dir": str(tmp_path), "resume": True})
-    res = fsdp_train.run_emulated(cont, 2, 3)
+    fsdp.run_emulated(cfg5, 2, 3)
+    cont = fsdp.TrainConfig(**{**vars(CFG), "ckpt_dir": str(tmp_path), "resume": True})
+    res = fsdp.run_emulated(cont, 2, 3)
     assert res["start"] == 2
     torch.testing.assert_close(res["losses"], reference[2:], rtol=0, atol=2e-6)
     if fmt == "shards":
         with pytest.raises(Exception, match="written by 2 ranks, loaded by 4"):
-            fsdp_train.run_emulated(cont, 4, 3)
+            fsdp.run_emulated(cont, 4, 3)
         with pytest.raises(Exception, match="written by ZeRO-3, this run is ZeRO-1"):
-            fsdp_train.run_emulated(cont, 2, 1)
+            fsdp.run_emulated(cont, 2, 1)
     else:  # a full checkpoint may be resumed by another world size and another ZeRO stage
-        res = fsdp_train.run_emulated(cont, 4, 1)
+        res = fsdp.run_emulated(cont, 4, 1)
         torch.testing.assert_close(res["losses"], reference[2:], rtol=0, atol=2e-6)
 
 
 def test_resume_into_a_different_model_is_refused(tmp_path):
-    cfg = fsdp_train.TrainConfig(**{**vars(CFG), "steps": 1, "save_at": [1],
+    cfg = fsdp.TrainConfig(**{**vars(CFG), "steps": 1, "save_at": [1],
                                     "ckpt_dir": str(tmp_path)})  # fmt: skip
-    fsdp_train.run_single(cfg)
-    wider = fsdp_train.TrainConfig(**{**vars(cfg), "n_layer": 3, "resume": True, "steps": 2})
+    fsdp.run_single(cfg)
+    wider = fsdp.TrainConfig(**{**vars(cfg), "n_layer": 3, "resume": True, "steps": 2})
     with pytest.raises(ckpt.CheckpointError, match=r"step_00000001.*n_layer"):
-        fsdp_train.run_single(wider)
+        fsdp.run_single(wider)
     with pytest.raises(Exception, match=r"step_00000001.*n_layer"):
-        fsdp_train.run_emulated(wider, 2, 3)
+        fsdp.run_emulated(wider, 2, 3)
 
 
 def test_shards_resume_with_replicated_weights(tmp_path, reference):
     """ZeRO-2 keeps full weights as views of the slices: loading shards must re-gather them."""
-    first = fsdp_train.TrainConfig(**{**vars(CFG), "steps": 1, "save_at": [1],
+    first = fsdp.TrainConfig(**{**vars(CFG), "steps": 1, "save_at": [1],
                                       "ckpt_dir": str(tmp_path), "ckpt_format": "shards"})  # fmt: skip
-    fsdp_train.run_emulated(first, 4, 2)
-    cont = fsdp_train.TrainConfig(**{**vars(CFG), "ckpt_dir": str(tmp_path), "resume": True})
-    res = fsdp_train.run_emulated(cont, 4, 2)
+    fsdp.run_emulated(first, 4, 2)
+    cont = fsdp.TrainConfig(**{**vars(CFG), "ckpt_dir": str(tmp_path), "resume": True})
+    res = fsdp.run_emulated(cont, 4, 2)
     torch.testing.assert_close(res["losses"], reference[1:], rtol=0, atol=2e-6)

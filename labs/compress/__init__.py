@@ -10,5 +10,5 @@
 * :mod:`labs.compress.sharing` -- cross-layer parameter sharing and honest byte counts.
 * :mod:`labs.compress.export` -- ONNX export, ONNX Runtime sessions and int8 quantization.
 
-NF4 (QLoRA's 4-bit format, Chapter 5) lives in :mod:`labs.quant`.
+NF4 (QLoRA's 4-bit format, Chapter 5) lives in :mod:`labs.peft.nf4`.
 """

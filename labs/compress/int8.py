@@ -7,6 +7,10 @@ before the product). Speed needs kernels that multiply integers:
   int32 accumulation in ``torch._int_mm``, rescaled to float.
 * :class:`Int8Linear` -- the same as a layer that quantizes its weight once.
 * :func:`dynamic_int8` -- ``torch.ao.quantization.quantize_dynamic`` (fbgemm kernels) on a copy.
+
+How it differs from :mod:`labs.inference.int8`: that module stores weights in int8 but dequantizes
+them and multiplies in floating point (weight-only: fewer bytes per decode step); this one
+quantizes the activations as well and multiplies integers (W8A8: cheaper arithmetic).
 """
 
 from __future__ import annotations

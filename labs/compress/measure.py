@@ -8,7 +8,7 @@ a fixed seed (a few seconds on one CPU core) and returns it with the held-out to
   :func:`zipped_bytes` -- the same after zlib compression.
 * :func:`linear_flops` -- FLOPs per token of the linear layers as dense kernels execute them.
 * :func:`perplexity` -- exp of the mean next-token loss over fixed held-out windows.
-* :func:`latency_ms` -- median milliseconds of one forward pass (from :func:`labs.flops.time_fn`);
+* :func:`latency_ms` -- median milliseconds of one forward pass (from :func:`labs.basics.flops.time_fn`);
   :func:`compare_times` -- several functions timed side by side, round-robin, fastest call each.
 * :func:`linear_names` -- the names of a model's ``nn.Linear`` layers, in order.
 """
@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from labs import data, gpt
-from labs.flops import time_fn
+from labs.basics.flops import time_fn
 
 __all__ = [
     "COMPRESS_CONFIG",
@@ -123,7 +123,7 @@ def latency_ms(model: nn.Module, batch: int = 1, tokens: int = 64, repeats: int 
     """Median milliseconds of one forward pass over a (batch, tokens) input on the current device.
 
     Pass ``batch=1`` for the latency a single user sees; divide by ``batch * tokens`` for the
-    cost per token. Uses :func:`labs.flops.time_fn` (median of ``repeats`` runs after warm-up).
+    cost per token. Uses :func:`labs.basics.flops.time_fn` (median of ``repeats`` runs after warm-up).
     """
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, 96, (batch, tokens), generator=gen)

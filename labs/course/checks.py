@@ -11,10 +11,13 @@ When every assertion holds, the block prints one line saying what was verified::
 
 Every failure raises :class:`CheckFailure` (an ``AssertionError``) whose message names the
 exercise, the part that was checked, what was expected and what the student's code gave, so that
-the grade table (``python -m labs.grade``) can show it as the reason.  An exercise that is still a
+the grade table (``labs-grade``) can show it as the reason.  An exercise that is still a
 stub (it raises ``NotImplementedError``) is reported as "not implemented yet"; any other error
 raised inside the block is reported as a failure of that exercise, and so is a block in which no
-assertion ran (a check that cannot fail).  While grading, calling a reference implementation the
+assertion ran (a check that cannot fail).  An exercise that needs an optional component
+(``exercise(6, "Triton kernel", needs=["triton"])``: a module name, ``"cuda"`` for a GPU, or an
+executable such as ``"redis-server"``) prints one ``N/A exercise 6: ... needs triton (install: ...)``
+line instead when the component is missing, and the grader marks it *not applicable*.  While grading, calling a reference implementation the
 answer key forbids raises :class:`ReferenceUsed`, which becomes a failure of the exercise too.
 """
 
@@ -27,7 +30,52 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CheckFailure", "ReferenceUsed", "Check", "exercise"]
+__all__ = [
+    "CheckFailure",
+    "ReferenceUsed",
+    "Check",
+    "exercise",
+    "missing_components",
+    "INSTALL_HINTS",
+]
+
+#: How to get each optional component an exercise may need (shown in the N/A line).
+INSTALL_HINTS = {
+    "triton": "pip install triton (Linux; on a CPU Triton runs in its interpreter)",
+    "bitsandbytes": "pip install bitsandbytes",
+    "cuda": "a machine with an NVIDIA GPU and a CUDA build of torch (e.g. Google Colab's GPU runtime)",
+    "redis-server": "apt-get install redis-server (Debian/Ubuntu) or brew install redis (macOS)",
+}
+
+
+def missing_components(needs: list[str] | tuple[str, ...] | None) -> list[str]:
+    """The entries of ``needs`` that this machine lacks, in order.
+
+    An entry is ``"cuda"`` (a usable CUDA device), the name of an executable on ``PATH`` (it
+    contains a ``-`` or ends in ``-server``), or otherwise an importable module name.
+    """
+    import importlib.util
+    import shutil
+
+    missing = []
+    for name in needs or ():
+        if name == "cuda":
+            try:
+                import torch
+
+                ok = bool(torch.cuda.is_available())
+            except ImportError:
+                ok = False
+        elif "-" in name:
+            ok = shutil.which(name) is not None
+        else:
+            try:
+                ok = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):
+                ok = False
+        if not ok:
+            missing.append(name)
+    return missing
 
 
 class CheckFailure(AssertionError):
@@ -174,8 +222,15 @@ class Check:
 
 
 @contextmanager
-def exercise(number: int, title: str = "") -> Iterator[Check]:
+def exercise(
+    number: int, title: str = "", needs: list[str] | tuple[str, ...] | None = None
+) -> Iterator[Check]:
     """Run the checks of exercise ``number``; print one ``PASS`` line when they all hold.
+
+    ``needs`` names optional components the exercise cannot run without (see
+    :func:`missing_components`).  When one is missing the block prints one
+    ``N/A exercise N: ... needs X (install: ...)`` line, anything the block raises is ignored and
+    nothing is asserted: the exercise is *not applicable* on this machine, neither passed nor failed.
 
     Raises:
         CheckFailure: when a check fails, the exercise is not implemented yet, the code under test
@@ -183,6 +238,16 @@ def exercise(number: int, title: str = "") -> Iterator[Check]:
     """
     label = f"Exercise {number}" + (f" ({title})" if title else "")
     check = Check(label)
+    missing = missing_components(needs)
+    if missing:
+        hints = "; ".join(f"{m}: {INSTALL_HINTS.get(m, 'pip install ' + m)}" for m in missing)
+        head = f"N/A exercise {number}" + (f": {title}" if title else "")
+        print(f"{head} — needs {', '.join(missing)} (install: {hints})", flush=True)
+        try:
+            yield check
+        except Exception:  # noqa: BLE001 - the body cannot run without the missing component
+            pass
+        return
     try:
         yield check
     except CheckFailure:

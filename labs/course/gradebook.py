@@ -1,9 +1,9 @@
-"""``python -m labs.grade``: grade submissions or a whole class folder into one gradebook.
+"""``labs-grade``: grade submissions or a whole class folder into one gradebook.
 
 Usage::
 
-    python -m labs.grade SUBMISSION.ipynb [...]                 # table + grade-results.json
-    python -m labs.grade --class DIR --gradebook gradebook.csv --jobs 4
+    labs-grade SUBMISSION.ipynb [...]                 # table + grade-results.json
+    labs-grade --class DIR --gradebook gradebook.csv --jobs 4
 
 ``--class DIR`` grades ``DIR/<student>/<lab>.ipynb`` (a flat folder ``DIR/<student>.ipynb`` works
 too; the lab is recognised by the ``labNN`` in the file name, or give ``--key``).  The gradebook
@@ -193,7 +193,7 @@ class Progress:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m labs.grade",
+        prog="labs-grade",
         description="Grade lab submissions against the answer keys, each in a sandboxed kernel.",
         epilog="Exit status: 0 graded (even with FAILs), 1 with --strict if anything failed, "
         "2 usage error, 3 the grader itself failed.",
@@ -274,7 +274,3 @@ def main(argv: list[str] | None = None) -> int:
     passed = sum(e.passed for r in results for e in r.exercises)
     print(f"{passed} passed, {total - passed} failed; results written to {out}")
     return 1 if args.strict and passed < total else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

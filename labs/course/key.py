@@ -1,12 +1,12 @@
 """The answer key of a lab, and how a submission is compared with it.
 
-``python -m labs.release`` writes one key per lab, ``instructor/keys/<lab>.json`` (never into
+``labs-release`` writes one key per lab, ``instructor/keys/<lab>.json`` (never into
 ``student/``)::
 
     {"format": 2, "lab": "lab02-matmul-flops",
      "exercises": {"1": {"what": "return the FLOP count ...",
                          "checks": [{"id": "c3f1", "sha256": "9a0e...", "source": "..."}],
-                         "references": ["labs.flops.matmul_flops"]}}}
+                         "references": ["labs.basics.flops.matmul_flops"]}}}
 
 ``cells`` holds the solution's code cells in order (``{"source": ...}``, or ``{"check": [N, k]}``
 for the k-th check cell of exercise N): the grader runs them once per lab in a trusted kernel to
@@ -64,7 +64,7 @@ def _references(info: LabInfo) -> dict[int, list[str]]:
     if not isinstance(raw, dict):
         raise NotebookError(
             f"{info.path}: metadata exercise_references must map exercise numbers to lists of "
-            f'names, e.g. {{"1": ["labs.flops.matmul_flops"]}}; got {type(raw).__name__}'
+            f'names, e.g. {{"1": ["labs.basics.flops.matmul_flops"]}}; got {type(raw).__name__}'
         )
     refs: dict[int, list[str]] = {}
     for num, names in raw.items():
@@ -78,7 +78,7 @@ def _references(info: LabInfo) -> dict[int, list[str]]:
         ):
             raise NotebookError(
                 f"{info.path}: metadata exercise_references[{num!r}] must be a list of dotted "
-                f"names inside labs, such as 'labs.flops.matmul_flops'; got {names!r}"
+                f"names inside labs, such as 'labs.basics.flops.matmul_flops'; got {names!r}"
             )
         for name in names:
             _resolve(name, info.path)
@@ -152,7 +152,7 @@ def load_key(path: str | Path) -> dict[str, Any]:
         raise NotebookError(f"{path}: cannot read the answer key ({err})") from err
     if not ok:
         raise NotebookError(
-            f"{path}: not an answer key of format {FORMAT} (rewrite it: python -m labs.release)"
+            f"{path}: not an answer key of format {FORMAT} (rewrite it: labs-release)"
         )
     return key
 
@@ -179,7 +179,7 @@ def find_key(submission: str | Path, key_dir: str | Path | None = None) -> Path:
         raise NotebookError(
             f"{submission}: {found} answer key in {key_dir} matches its name (name the file after "
             "the lab, e.g. lab02-matmul-flops.ipynb, or pass --key KEY.json; keys are written by "
-            "python -m labs.release)"
+            "labs-release)"
         )
     return matches[0]
 

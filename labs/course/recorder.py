@@ -167,18 +167,14 @@ class exercise:  # noqa: N801 - the name the check cells use
         _EVENTS.append(["begin", encode(number), encode(title)])
 
     def _missing(self):
-        import importlib.util
-        import shutil
+        # Only in the trusted reference kernel: the same test and words as the book's checks.
+        from labs.course.checks import INSTALL_HINTS, missing_components
 
-        for name in self.needs:
-            if name == "cuda":
-                torch = sys.modules.get("torch") or __import__("torch")
-                if not torch.cuda.is_available():
-                    return "needs cuda (a CUDA GPU)"
-            elif importlib.util.find_spec(name) is None and shutil.which(name) is None:
-                hint = f"pip install {name}" if "-" not in name else f"install {name}"
-                return f"needs {name} ({hint})"
-        return ""
+        missing = missing_components(self.needs)
+        if not missing:
+            return ""
+        hints = "; ".join(f"{m}: {INSTALL_HINTS.get(m, 'pip install ' + m)}" for m in missing)
+        return f"needs {', '.join(missing)} (install: {hints})"
 
     def __enter__(self):
         why = ""

@@ -1,4 +1,4 @@
-"""Release the student notebooks: ``python -m labs.release [LAB.ipynb ...] [--check]``.
+"""Release the student notebooks: ``labs-release [LAB.ipynb ...] [--check]``.
 
 For every lab notebook (default: ``book/labs/*.ipynb``) this
 
@@ -8,7 +8,7 @@ For every lab notebook (default: ``book/labs/*.ipynb``) this
    ``raise NotImplementedError("Exercise N: ...")``, outputs cleared;
 4. writes the answer key to ``instructor/keys/<name>.json`` (:mod:`labs.course.key`): the check
    cells' sources and hashes and the reference implementations each exercise must not call.  The
-   grader (``python -m labs.grade``) grades against it; it never goes into ``student/``.
+   grader (``labs-grade``) grades against it; it never goes into ``student/``.
 
 Every notebook is validated before anything is written, and every file is written through a
 temporary file and a rename, so a bad notebook leaves nothing half-written.  ``--check`` writes
@@ -94,9 +94,7 @@ def _write_atomic(text: str, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m labs.release", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="labs-release", description=__doc__.split("\n")[0])
     parser.add_argument("labs", nargs="*", type=Path, help="lab notebooks (default: book/labs/*)")
     parser.add_argument("--student-dir", type=Path, default=REPO_ROOT / "student")
     parser.add_argument("--key-dir", type=Path, default=KEY_DIR, help="where answer keys go")
@@ -124,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         present = {*args.student_dir.glob("*.ipynb"), *args.key_dir.glob("*.json")}
         extra = [] if args.labs else sorted(present - expected)
         for path in stale:
-            print(f"out of date: {path} (run: python -m labs.release)")
+            print(f"out of date: {path} (run: labs-release)")
         for path in extra:
-            print(f"no lab for {path} (delete it or run python -m labs.release)")
+            print(f"no lab for {path} (delete it or run labs-release)")
         return 1 if stale or extra else 0
     for path, text in planned:
         if path in stale:

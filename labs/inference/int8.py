@@ -8,6 +8,11 @@ and multiplies as usual. Per output channel (row of ``W``), ``scale = max|row| /
     q, scale = quantize_per_channel(linear.weight)     # int8 (out, in), fp32 (out,)
     qmodel = quantize_model_int8(model)                # every nn.Linear -> Int8Linear
     weight_bytes(qmodel) / weight_bytes(model)         # int8 + scales vs fp32
+
+How it differs from :mod:`labs.compress.int8`: here only the *storage* is int8 and the product is
+an ordinary float matmul after dequantizing (the saving is bytes read per decode step, the point of
+Chapter 10); there, activations are quantized too and the product itself runs on integers with
+int32 accumulation (the saving is arithmetic, the point of Chapters 19 and 22).
 """
 
 from __future__ import annotations

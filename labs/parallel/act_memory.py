@@ -6,7 +6,7 @@ scores): ``16 sbh + 4 bs + abs`` numbers.  With tensor parallelism of degree ``t
 projections, attention and MLP inside the parallel regions are split; the two layer norms' inputs
 and outputs (``4 sbh``) and statistics (``4 bs``) are not.  Sequence parallelism splits those
 too.  These are the analogues of Korthikanti et al.'s ``sbh(10 + 24/t + 5as/(ht))`` and
-``sbh(34/t + 5as/(ht))`` (:func:`labs.activations.korthikanti_layer_bytes`) for this block.
+``sbh(34/t + 5as/(ht))`` (:func:`labs.training.activations.korthikanti_layer_bytes`) for this block.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from labs import dist
-from labs.activations import SavedTensorLedger
+from labs.training.activations import SavedTensorLedger
 
 from .sequence_parallel import SPBlock, TPBlock
 

@@ -1,6 +1,6 @@
 """An N-dimensional grid of ranks (a device mesh) and its process groups.
 
-Generalises :class:`labs.parallel3d.Layout` to any named dimensions, e.g.
+Generalises :class:`labs.parallel.parallel3d.Layout` to any named dimensions, e.g.
 ``Mesh({"tp": 2, "cp": 2, "pp": 2, "dp": 2})`` for 16 ranks: the first dimension varies fastest
 (tensor-parallel ranks adjacent, on the fastest links).  A group of dimension ``d`` holds the
 ranks that differ only in their ``d`` coordinate; ``group_of(["dp", "cp"])`` joins several

@@ -38,7 +38,7 @@ from labs import dist, gpt
 from labs.parallel.mesh import Mesh
 from labs.parallel.ring_attention import ring_attention, shard_index
 from labs.parallel.sequence_parallel import gather_seq, scatter_seq
-from labs.tensor_parallel import copy_to_tp, reduce_from_tp
+from labs.parallel.tensor_parallel import copy_to_tp, reduce_from_tp
 
 __all__ = ["KINDS", "tiny_gpt", "shard_of", "mesh_step", "train_step", "reference_step",
            "collective_table"]  # fmt: skip

@@ -4,7 +4,7 @@ Each of the ``P`` ranks holds a shard of the sequence: its queries, keys and val
 shards travel round a ring: at step ``i`` rank ``r`` attends its queries to the K/V shard of rank
 ``(r - i) mod P`` while it already sends that shard on to rank ``r + 1`` and receives the next one
 from ``r - 1`` (send/recv overlapped with the compute).  The partial results are merged with the
-online softmax of Chapter 11 (:func:`labs.attention.online_softmax_update`), so after ``P`` steps
+online softmax of Chapter 11 (:func:`labs.attention.flash.online_softmax_update`), so after ``P`` steps
 every rank holds exactly full attention for its queries, without ever holding all keys.
 
 Layouts (:func:`shard_ranges`): ``"contiguous"`` gives rank ``r`` the ``r``-th slice of the
@@ -25,7 +25,7 @@ import math
 import torch
 
 from labs import dist
-from labs.attention import online_softmax_update
+from labs.attention.flash import online_softmax_update
 
 __all__ = ["shard_ranges", "shard_index", "shard", "unshard", "ring_work", "ring_attention"]
 

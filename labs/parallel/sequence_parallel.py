@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from labs import dist
-from labs.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+from labs.parallel.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 
 __all__ = ["gather_seq", "scatter_seq", "TPBlock", "SPBlock"]
 

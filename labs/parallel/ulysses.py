@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from labs import dist
-from labs.attention import naive_attention
+from labs.attention.flash import naive_attention
 
 __all__ = ["seq_to_heads", "heads_to_seq", "ulysses_attention", "comm_elements"]
 

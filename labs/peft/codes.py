@@ -8,7 +8,7 @@ range means storing the index of its nearest level (:func:`nearest_code`).
 * :data:`CODES8`: the 8-bit codes double quantization can use for the per-block absmax constants,
   bitsandbytes' :func:`dynamic_code` (the default), :func:`linear_code` and :func:`fp8_code`.
 
-:mod:`labs.quant` (NF4 tensors and layers) uses them and re-exports every public name.
+:mod:`labs.peft.nf4` (NF4 tensors and layers) uses them and re-exports every public name.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ when it is there and trains the model itself when it is not.
 
 from __future__ import annotations
 
-import math
 import random
 from importlib import resources
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 
 from labs import data, gpt
 from labs.prompting import tasks
+from labs.training import loop
 
 __all__ = [
     "CONFIG",
@@ -97,37 +97,44 @@ def training_batch(
 
 
 def train_icl(config: gpt.GPTConfig = CONFIG, **overrides) -> tuple[gpt.GPT, list[float]]:
-    """Train a GPT on the task family (AdamW, warm-up then cosine decay); deterministic."""
+    """Train a GPT on the task family with the book's training loop; deterministic.
+
+    :func:`labs.training.loop.train` runs the steps (AdamW, linear warm-up over the first 5 % of
+    the steps, then a cosine down to zero, gradients clipped at norm 1); this function only supplies
+    the model, the optimiser settings and an endless stream of freshly sampled prompt batches.
+
+    Returns:
+        ``(model, losses)``: the trained model in eval mode and the loss of every step (nats per
+        target character).
+    """
     hp = {**TRAIN, **overrides}
     torch.manual_seed(hp["seed"])
     rng = random.Random(hp["seed"])
     model = gpt.GPT(config)
     opt = torch.optim.AdamW(model.parameters(), lr=hp["lr"], weight_decay=0.01)
-    steps, warmup = hp["steps"], max(1, hp["steps"] // 20)
-    losses = []
-    model.train()
-    for step in range(steps):
-        scale = (
-            (step + 1) / warmup
-            if step < warmup
-            else 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
-        )
-        for group in opt.param_groups:
-            group["lr"] = hp["lr"] * scale
-        x, y = training_batch(
-            rng,
-            hp["batch_size"],
-            config.block_size,
-            hp["max_shots"],
-            hp["noise"],
-            hp["p_instruction"],
-        )
-        loss = model.loss(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
+
+    def batches():
+        while True:
+            yield training_batch(
+                rng,
+                hp["batch_size"],
+                config.block_size,
+                hp["max_shots"],
+                hp["noise"],
+                hp["p_instruction"],
+            )
+
+    steps = hp["steps"]
+    losses = loop.train(
+        model,
+        batches(),
+        steps=steps,
+        lr=hp["lr"],
+        warmup_steps=max(1, steps // 20),
+        final_lr_ratio=0.0,
+        grad_clip=1.0,
+        optimizer=opt,
+    )
     model.eval()
     return model, losses
 

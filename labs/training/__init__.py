@@ -2,5 +2,5 @@
 
 :mod:`labs.training.loop` trains and evaluates any model (the tiny GPT of :mod:`labs.gpt` by
 default); :mod:`labs.training.commit` writes checkpoint directories atomically and verifies them
-(the formats are in :mod:`labs.checkpoint`).
+(the formats are in :mod:`labs.training.checkpoint`).
 """

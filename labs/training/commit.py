@@ -11,7 +11,7 @@ leaves the previous checkpoint (and ``latest``) untouched.  For tests, the envir
 :func:`verify` checks a checkpoint against its manifest before anything is loaded: a missing,
 truncated or corrupted file raises :class:`CheckpointError` naming the file and what is wrong.
 The file formats that use this (one file, per-rank shards, ``torch.distributed.checkpoint``) are
-in :mod:`labs.checkpoint`, which re-exports the public names of this module.
+in :mod:`labs.training.checkpoint`, which re-exports the public names of this module.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 from labs import gpt
-from labs.attention import naive_attention
+from labs.attention.flash import naive_attention
 from labs.parallel import mesh_train, moe, ulysses
 from labs.parallel import ring_attention as ra
 from labs.parallel import sequence_parallel as sp

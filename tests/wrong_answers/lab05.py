@@ -40,7 +40,7 @@ WRONG = [
         2,
         "rounds down to a level instead of to the nearest",
         old="torch.bucketize(normed, mids)",
-        new="(torch.bucketize(normed, quant.NF4_CODE, right=True) - 1).clamp(0, 15)",
+        new="(torch.bucketize(normed, NF4_CODE, right=True) - 1).clamp(0, 15)",
     ),
     Wrong(
         2,
@@ -84,8 +84,8 @@ WRONG = [
     Wrong(
         4,
         "keeps the float weight as well",
-        old="self.qweight = quant.nf4_quantize(linear.weight, blocksize=64, double_quant=True)",
-        new="self.qweight = quant.nf4_quantize(linear.weight, blocksize=64, double_quant=True)\n        self.weight = nn.Parameter(linear.weight.detach().clone(), requires_grad=False)",
+        old="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)",
+        new="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)\n        self.weight = nn.Parameter(linear.weight.detach().clone(), requires_grad=False)",
     ),
     Wrong(
         4,

@@ -26,7 +26,7 @@ from torch import nn
 
 from labs import dist
 from labs.dist import alpha_beta
-from labs.tensor_parallel import MLP, ParallelMLP
+from labs.parallel.tensor_parallel import MLP, ParallelMLP
 
 __all__ = [
     "Layout",

@@ -2,7 +2,7 @@
 
 Run it with two processes (CPU, gloo; NCCL on GPUs)::
 
-    torchrun --standalone --nproc_per_node=2 -m labs.ddp_torchrun [--out grads.pt]
+    torchrun --standalone --nproc_per_node=2 -m labs.parallel.ddp_torchrun [--out grads.pt]
 
 Every process builds the same small MLP (same seed) and takes its half of a batch of 8 examples.
 It then computes the gradient of the batch-mean loss
@@ -27,7 +27,7 @@ import torch.distributed as tdist
 from torch import nn
 
 from labs import dist
-from labs.data_parallel import shard
+from labs.parallel.data_parallel import shard
 
 BATCH, D = 8, 6
 
@@ -107,6 +107,6 @@ def main() -> None:
 if __name__ == "__main__":
     if "RANK" not in os.environ:
         raise SystemExit(
-            "run me with: torchrun --standalone --nproc_per_node=2 -m labs.ddp_torchrun"
+            "run me with: torchrun --standalone --nproc_per_node=2 -m labs.parallel.ddp_torchrun"
         )
     main()

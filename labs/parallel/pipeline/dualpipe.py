@@ -7,16 +7,16 @@ authors' "F&B") and defers weight gradients as zero-bubble schedules do.  DualPi
 half into a V shape with one copy of the weights.
 
 The per-rank step lists follow the structure of the reference implementation (``dualpipe.py`` in the
-``deepseek-ai/DualPipe`` repository); the result is a :class:`labs.pipeline.Schedule`, so
-:func:`labs.pipeline.simulate`, :func:`labs.pipeline.draw_timeline` and
-:func:`labs.pipeline_exec.run_schedule` work on it unchanged.
+``deepseek-ai/DualPipe`` repository); the result is a :class:`labs.parallel.pipeline.Schedule`, so
+:func:`labs.parallel.pipeline.simulate`, :func:`labs.parallel.pipeline.draw_timeline` and
+:func:`labs.parallel.pipeline.execute.run_schedule` work on it unchanged.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from labs.pipeline_schedules import Action, Schedule, _need
+from labs.parallel.pipeline.schedules import Action, Schedule, _need
 
 __all__ = ["dualpipe", "dualpipe_v"]
 

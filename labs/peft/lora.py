@@ -11,7 +11,7 @@ initialisation follow Hugging Face peft (``lora_A``, ``lora_B``), so results can
 one to one.
 
 QLoRA (Dettmers et al. 2023) is the same adapter around a frozen base whose weight is stored in
-NF4 and dequantized in every forward: ``LoRALinear(labs.quant.NF4Linear(...))``. Build it with
+NF4 and dequantized in every forward: ``LoRALinear(labs.peft.nf4.NF4Linear(...))``. Build it with
 :meth:`LoRALinear.qlora` or with ``apply_lora(model, targets, quantize=True)``.
 """
 
@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from labs import quant
+from labs.peft import nf4
 
 __all__ = [
     "LoRALinear",
@@ -46,7 +46,7 @@ class LoRALinear(nn.Module):
     """A frozen linear layer plus a trainable low-rank update.
 
     Args:
-        base: an ``nn.Linear`` or a :class:`labs.quant.NF4Linear` (then this is a QLoRA layer);
+        base: an ``nn.Linear`` or a :class:`labs.peft.nf4.NF4Linear` (then this is a QLoRA layer);
             its parameters are frozen.
         r: rank of the update, > 0.
         alpha: scaling numerator, > 0; the update is multiplied by ``alpha / r``.
@@ -100,7 +100,7 @@ class LoRALinear(nn.Module):
         compute_dtype: torch.dtype = torch.float32,
     ) -> LoRALinear:
         """A QLoRA layer: ``linear`` quantized to NF4 (double quantization) plus an adapter."""
-        base = quant.NF4Linear.from_linear(linear, blocksize, True, compute_dtype)
+        base = nf4.NF4Linear.from_linear(linear, blocksize, True, compute_dtype)
         return cls(base, r=r, alpha=alpha, dropout=dropout, rslora=rslora)
 
     def delta_weight(self) -> torch.Tensor:
@@ -168,7 +168,7 @@ def apply_lora(
             expression matched against full module names (``r"blocks\\.0\\..*_proj"``).
         r, alpha, dropout, rslora: see :class:`LoRALinear`.
         quantize: QLoRA -- store the targeted weights and every other linear layer except the
-            output head in NF4 (:func:`labs.quant.quantize_linears`) before adding adapters.
+            output head in NF4 (:func:`labs.peft.nf4.quantize_linears`) before adding adapters.
 
     Returns:
         ``model``, in which only the ``lora_A`` / ``lora_B`` parameters require gradients.
@@ -201,7 +201,7 @@ def apply_lora(
     for p in model.parameters():
         p.requires_grad_(False)
     if quantize:
-        quant.quantize_linears(model, blocksize=blocksize, compute_dtype=compute_dtype)
+        nf4.quantize_linears(model, blocksize=blocksize, compute_dtype=compute_dtype)
     for name in chosen:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
@@ -213,7 +213,7 @@ def apply_lora(
 
 
 def _linear(m: nn.Module) -> bool:
-    return isinstance(m, nn.Linear | quant.NF4Linear)
+    return isinstance(m, nn.Linear | nf4.NF4Linear)
 
 
 def count_parameters(model: nn.Module) -> tuple[int, int]:
@@ -222,7 +222,7 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     for m in model.modules():
-        if isinstance(m, quant.NF4Linear):
+        if isinstance(m, nf4.NF4Linear):
             total += m.qweight.numel + (0 if m.bias is None else m.bias.numel())
     return trainable, total
 

@@ -1,6 +1,6 @@
 """Run a pipeline schedule on emulated ranks for a real model (Chapters 14 and 18).
 
-:func:`run_schedule` gives every rank of a :class:`labs.pipeline.Schedule` its model chunks and
+:func:`run_schedule` gives every rank of a :class:`labs.parallel.pipeline.Schedule` its model chunks and
 executes the rank's action list with real tensors: ``F`` receives an activation (``labs.dist``
 ``recv``), runs the chunk and sends the output on; ``B`` receives the output gradient, computes the
 input gradient and sends it back; ``W`` computes the weight gradients that a split ``B`` left for
@@ -9,7 +9,7 @@ the schedule allows is matched correctly.
 
 Each rank also keeps a *logical clock*: an action starts when the rank is free and its input has
 arrived (the sender's clock travels with the message) and lasts ``costs[kind]``.  The resulting
-:class:`labs.pipeline.Timeline` is therefore the timeline of what the ranks really did, in cost
+:class:`labs.parallel.pipeline.Timeline` is therefore the timeline of what the ranks really did, in cost
 units, reproducible run to run (wall-clock time on threads that share a CPU would say little about
 a GPU cluster).  The rank also counts the micro-batches whose activations it holds.
 """
@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from labs import dist
-from labs.pipeline_schedules import Schedule
-from labs.pipeline_sim import Event, Timeline, _split_set, action_cost
+from labs.parallel.pipeline.schedules import Schedule
+from labs.parallel.pipeline.sim import Event, Timeline, _split_set, action_cost
 
 __all__ = ["PipelineResult", "run_schedule", "reference_grads"]
 
@@ -170,7 +170,7 @@ def run_schedule(
         xs, ys: per micro-batch, the input (mb, d) and the target given to ``loss_fn``.
         loss_fn: scalar loss of the last stage's output; default: half the summed squared error.
         costs, comm: the logical cost of each action kind and of a message, as in
-            :func:`labs.pipeline.simulate`.
+            :func:`labs.parallel.pipeline.simulate`.
 
     Returns:
         A :class:`PipelineResult`; its gradients equal those of running the stages one after the

@@ -13,9 +13,9 @@ schedule are implied by it: the output of ``F`` at route position ``k`` goes to 
 the input gradient of ``B`` at position ``k`` goes to position ``k - 1``.
 
 This module holds :class:`Action`, :class:`Schedule` and GPipe, 1F1B, interleaved 1F1B and ZB-H1;
-:mod:`labs.pipeline_sim` simulates them, :mod:`labs.pipeline_plot` draws the timelines,
-:mod:`labs.pipeline_exec` runs them on emulated ranks and :mod:`labs.dualpipe` adds DualPipe.
-:mod:`labs.pipeline` gathers all of it under one name.
+:mod:`labs.parallel.pipeline.sim` simulates them, :mod:`labs.parallel.pipeline.plot` draws the timelines,
+:mod:`labs.parallel.pipeline.execute` runs them on emulated ranks and :mod:`labs.parallel.pipeline.dualpipe` adds DualPipe.
+:mod:`labs.parallel.pipeline` gathers all of it under one name.
 """
 
 from __future__ import annotations

@@ -20,17 +20,17 @@ returns a scalar (the tiny GPT of :mod:`labs.gpt`), through :mod:`labs.dist`: ca
 moments) rather than 2 + 2 + 12; :func:`zero_bytes_per_rank` takes the byte sizes as arguments.
 
 How the trainer shards the parameters and when stage 3 gathers and frees them: see
-:mod:`labs.zero_trainer`.
+:mod:`labs.parallel.zero.trainer`.
 """
 
 from __future__ import annotations
 
-from labs.zero_formulas import padded_numel, zero_bytes_per_rank, zero_comm_bytes_per_rank
-from labs.zero_state import ZeroStateMixin
-from labs.zero_trainer import ZeroTrainer
+from labs.parallel.zero.formulas import padded_numel, zero_bytes_per_rank, zero_comm_bytes_per_rank
+from labs.parallel.zero.state import ZeroStateMixin
+from labs.parallel.zero.trainer import ZeroTrainer
 
-# This module gathers the pieces under one name: the formulas (labs.zero_formulas), the trainer
-# (labs.zero_trainer) and its checkpoint methods (labs.zero_state).
+# This module gathers the pieces under one name: the formulas (labs.parallel.zero.formulas), the trainer
+# (labs.parallel.zero.trainer) and its checkpoint methods (labs.parallel.zero.state).
 __all__ = [
     "zero_bytes_per_rank",
     "zero_comm_bytes_per_rank",

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-from labs.pipeline_sim import Timeline, bubble_fraction
+from labs.parallel.pipeline.sim import Timeline, bubble_fraction
 
 __all__ = ["draw_timeline"]
 

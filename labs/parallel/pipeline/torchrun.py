@@ -2,7 +2,7 @@
 
 Run it with two processes (CPU, gloo; NCCL on GPUs)::
 
-    torchrun --standalone --nproc_per_node=2 -m labs.pp_torchrun
+    torchrun --standalone --nproc_per_node=2 -m labs.parallel.pipeline.torchrun
 
 Every process builds the same 4-layer MLP from the same seed, keeps its half as a
 ``PipelineStage`` and runs one step with ``ScheduleGPipe`` and one with ``Schedule1F1B`` (4
@@ -74,6 +74,6 @@ def main() -> None:
 if __name__ == "__main__":
     if "RANK" not in os.environ:
         raise SystemExit(
-            "run me with: torchrun --standalone --nproc_per_node=2 -m labs.pp_torchrun"
+            "run me with: torchrun --standalone --nproc_per_node=2 -m labs.parallel.pipeline.torchrun"
         )
     main()

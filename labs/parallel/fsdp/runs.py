@@ -1,7 +1,7 @@
 """The tiny GPT's training program run three ways (Chapter 16): one process, emulated ZeRO ranks,
 and PyTorch FSDP2 under torchrun.  Same seed, same data, same AdamW, so the three loss curves agree
-up to float rounding; the command line is in :mod:`labs.fsdp_train`, the configuration and the data
-in :mod:`labs.fsdp_setup`.
+up to float rounding; the command line is in :mod:`labs.parallel.fsdp.train`, the configuration and the data
+in :mod:`labs.parallel.fsdp.setup`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from labs import checkpoint as ckpt
-from labs import dist, gpt, zero
-from labs.fsdp_setup import (
+from labs import dist, gpt
+from labs.parallel import zero
+from labs.parallel.fsdp.setup import (
     TrainConfig,
     _adam_state_by_name,
     _check_model_cfg,
@@ -24,6 +24,7 @@ from labs.fsdp_setup import (
     global_batch,
     local_rows,
 )
+from labs.training import checkpoint as ckpt
 
 __all__ = ["run_single", "run_emulated", "run_fsdp"]
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from labs import flops
+from labs.basics import flops
 
 __all__ = [
     "peak_matmul_flops",
@@ -189,21 +189,26 @@ def _silence_native_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def peak_memory_bytes(fn: Callable[[], object]) -> int:
-    """Peak bytes allocated *while* ``fn()`` runs, above what was allocated before it.
+def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cpu") -> int:
+    """Peak bytes allocated on ``device`` *while* ``fn()`` runs, above what was allocated before.
 
-    On CUDA this reads ``torch.cuda.max_memory_allocated``.  On the CPU it replays the
-    allocation and free events of the PyTorch profiler, which sees every tensor PyTorch allocates,
-    including scratch buffers inside fused kernels such as ``scaled_dot_product_attention``.
+    ``device="cuda"`` (or ``"cuda:N"``) reads ``torch.cuda.max_memory_allocated``.  On the CPU
+    (the default) it replays the allocation and free events of the PyTorch profiler, which sees
+    every tensor PyTorch allocates, including scratch buffers inside fused kernels such as
+    ``scaled_dot_product_attention``.  Name the device the tensors live on: on a GPU machine a
+    CPU computation allocates nothing on the GPU, so measuring the wrong device gives 0.
     The returned tensors count while they are alive, i.e. the output is included.
     """
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
         fn()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - before
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    if device.type != "cpu":
+        raise ValueError(f"peak_memory_bytes: device must be 'cpu' or 'cuda', got {device}")
     from torch.profiler import ProfilerActivity, profile
 
     with _silence_native_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True):

@@ -1,9 +1,9 @@
-"""What the training program of :mod:`labs.fsdp_train` shares between its three ways to run.
+"""What the training program of :mod:`labs.parallel.fsdp.train` shares between its three ways to run.
 
 :class:`TrainConfig` (model size, steps, optimizer, checkpoints), the data (:func:`global_batch`:
 the same global batch for a given seed and step in every mode; :func:`local_rows`: a rank's rows of
 it) and the helpers that read and write AdamW's state by parameter name for checkpoints.  The runs
-themselves are in :mod:`labs.fsdp_runs`.
+themselves are in :mod:`labs.parallel.fsdp.runs`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from labs import checkpoint as ckpt
 from labs import data, gpt
+from labs.training import checkpoint as ckpt
 
 __all__ = ["TrainConfig", "global_batch", "local_rows"]
 

@@ -10,14 +10,13 @@ of 256 with one float32 scale each. Storage per parameter for block size 64::
     without double quantization: 4 + 32/64             = 4.5 bits
     with double quantization:    4 + 8/64 + 32/(64*256) = 4.127 bits (+ one float32 mean)
 
-Entry points: :data:`NF4_CODE`, :func:`nf4_quantize` -> :class:`NF4Tensor` (``dequantize()``,
+Entry points: :func:`nf4_quantize` -> :class:`NF4Tensor` (``dequantize()``,
 ``bits_per_param``), :class:`NF4Linear` (a frozen linear layer whose weight is NF4, dequantized
 on the fly), :func:`quantize_linears` (swap a model's linear layers for NF4 ones). The QLoRA layer
-itself is :class:`labs.lora.LoRALinear` wrapped around an :class:`NF4Linear`
-(see :func:`labs.lora.apply_lora` with ``quantize=True``).
+itself is :class:`labs.peft.lora.LoRALinear` wrapped around an :class:`NF4Linear`
+(see :func:`labs.peft.lora.apply_lora` with ``quantize=True``).
 
-The code tables (:data:`NF4_CODE`, the 8-bit codes of :data:`CODES8`) are defined in
-:mod:`labs.peft.codes` and re-exported here.
+The code tables (``NF4_CODE``, the 8-bit codes ``CODES8``) live in :mod:`labs.peft.codes`.
 """
 
 from __future__ import annotations
@@ -32,21 +31,11 @@ import torch.nn.functional as F
 from labs.peft.codes import (
     CODES8,
     NF4_CODE,
-    dynamic_code,
-    fp8_code,
-    linear_code,
     nearest_code,
-    normal_float_code,
     pad_to_blocks,
 )
 
 __all__ = [
-    "NF4_CODE",
-    "normal_float_code",
-    "dynamic_code",
-    "linear_code",
-    "fp8_code",
-    "CODES8",
     "NF4Tensor",
     "nf4_quantize",
     "NF4Linear",

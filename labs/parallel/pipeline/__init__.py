@@ -5,28 +5,28 @@ forward, ``B`` backward -- only the input gradient when a ``W`` for the same mic
 follows -- and ``W`` weight gradients); a micro-batch's *route* lists the (rank, chunk) pairs it
 visits, which implies the sends and receives.  Example::
 
-    from labs import pipeline as pp
+    from labs.parallel import pipeline as pp
     s = pp.one_f_one_b(p=4, m=8)
     tl = pp.simulate(s, costs={"F": 1.0, "B": 1.0, "W": 1.0})   # full backward = B + W = 2
     pp.bubble_fraction(tl)         # 3 / 11 = (p - 1) / (m + p - 1)
     pp.draw_timeline(tl)
 
-This module only gathers the pieces under one name; they live in
+This package's ``__init__`` gathers the public names; the pieces live in
 
-* :mod:`labs.pipeline_schedules` -- :class:`Action`, :class:`Schedule`, GPipe, 1F1B, interleaved
+* :mod:`labs.parallel.pipeline.schedules` -- :class:`Action`, :class:`Schedule`, GPipe, 1F1B, interleaved
   1F1B, ZB-H1;
-* :mod:`labs.pipeline_sim` -- :func:`simulate`, :class:`Timeline`, bubble, stash and idle-time
+* :mod:`labs.parallel.pipeline.sim` -- :func:`simulate`, :class:`Timeline`, bubble, stash and idle-time
   measures and the published formulas;
-* :mod:`labs.pipeline_plot` -- :func:`draw_timeline` (imported when first called, so that
-  ``import labs.pipeline`` does not load matplotlib).
+* :mod:`labs.parallel.pipeline.plot` -- :func:`draw_timeline` (imported when first called, so that
+  ``import labs.parallel.pipeline`` does not load matplotlib).
 
-DualPipe and DualPipeV (Chapter 18) live in :mod:`labs.dualpipe`, the executor on emulated ranks
-in :mod:`labs.pipeline_exec`; both produce and consume the same :class:`Schedule` objects.
+DualPipe and DualPipeV (Chapter 18) live in :mod:`labs.parallel.pipeline.dualpipe`, the executor on emulated ranks
+in :mod:`labs.parallel.pipeline.execute`; both produce and consume the same :class:`Schedule` objects.
 """
 
 from __future__ import annotations
 
-from labs.pipeline_schedules import (
+from labs.parallel.pipeline.schedules import (
     SCHEDULES,
     Action,
     Schedule,
@@ -36,7 +36,7 @@ from labs.pipeline_schedules import (
     one_f_one_b,
     zb_h1,
 )
-from labs.pipeline_sim import (
+from labs.parallel.pipeline.sim import (
     Event,
     Timeline,
     action_cost,
@@ -69,15 +69,11 @@ __all__ = [
     "draw_timeline",
 ]
 
-# private helpers that code outside this package may have imported from here before the split
-from labs.pipeline_schedules import _need, _simple_route  # noqa: E402, F401
-from labs.pipeline_sim import _dependency, _split_set  # noqa: E402, F401
-
 
 def draw_timeline(
     tl: Timeline, ax=None, title: str | None = None, labels: bool = True, raster: bool = False
 ):
-    """Draw a timeline, one row per rank (see :func:`labs.pipeline_plot.draw_timeline`)."""
-    from labs.pipeline_plot import draw_timeline as draw
+    """Draw a timeline, one row per rank (see :func:`labs.parallel.pipeline.plot.draw_timeline`)."""
+    from labs.parallel.pipeline.plot import draw_timeline as draw
 
     return draw(tl, ax=ax, title=title, labels=labels, raster=raster)

@@ -3,8 +3,8 @@
 :class:`ZeroTrainer` runs one rank for any ``nn.Module`` whose ``loss(x, y)`` returns a scalar (the
 tiny GPT of :mod:`labs.gpt`), through :mod:`labs.dist`: call it inside ``dist.launch``.
 Everything is fp32 here, so the per-parameter bytes are 4 + 4 + 8 (Adam's two moments); the
-formulas it is checked against are in :mod:`labs.zero_formulas`, the checkpoint methods in
-:mod:`labs.zero_state`.
+formulas it is checked against are in :mod:`labs.parallel.zero.formulas`, the checkpoint methods in
+:mod:`labs.parallel.zero.state`.
 
 Sharding rule: every parameter is flattened and zero-padded to a multiple of ``N`` elements; rank
 ``r`` owns the ``r``-th of ``N`` equal slices.  So any world size works for any shape (the padding
@@ -26,8 +26,8 @@ import torch
 import torch.nn as nn
 
 from labs import dist
-from labs.zero_formulas import padded_numel
-from labs.zero_state import ZeroStateMixin
+from labs.parallel.zero.formulas import padded_numel
+from labs.parallel.zero.state import ZeroStateMixin
 
 __all__ = ["ZeroTrainer"]
 

@@ -9,7 +9,7 @@ ranks and ``psi`` parameters a rank keeps (bytes per parameter ``w`` weights, ``
 * stage 2 also the gradients: ``w psi + (g + K) psi / N``;
 * stage 3 also the weights: ``(w + g + K) psi / N``.
 
-:class:`labs.zero_trainer.ZeroTrainer` measures the same quantities from its tensors.
+:class:`labs.parallel.zero.trainer.ZeroTrainer` measures the same quantities from its tensors.
 """
 
 from __future__ import annotations

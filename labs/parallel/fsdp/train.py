@@ -4,22 +4,22 @@ The same program (same seed, same data, same AdamW) runs
 
 * ``single``: one process, a plain ``torch.optim.AdamW`` on the whole model;
 * ``emulated``: ``N`` emulated ranks on threads (:mod:`labs.dist`), ZeRO stage 0-3 from
-  :mod:`labs.zero` (stage 3 by default, the scheme FSDP implements);
+  :mod:`labs.parallel.zero` (stage 3 by default, the scheme FSDP implements);
 * ``fsdp``: ``N`` real processes started by torchrun, PyTorch FSDP2 (``fully_shard`` on every
   block and on the root) over gloo on CPU, or NCCL with one GPU per process::
 
-      python -m labs.fsdp_train --mode single --steps 10
-      python -m labs.fsdp_train --mode emulated --world-size 2 --steps 10
-      torchrun --standalone --nproc_per_node=2 -m labs.fsdp_train --steps 10
+      python -m labs.parallel.fsdp.train --mode single --steps 10
+      python -m labs.parallel.fsdp.train --mode emulated --world-size 2 --steps 10
+      torchrun --standalone --nproc_per_node=2 -m labs.parallel.fsdp.train --steps 10
       torchrun --nnodes=2 --nproc_per_node=4 --node_rank=0 --master_addr=HOST \\
-          --master_port=29500 -m labs.fsdp_train --steps 10           # and node_rank=1 on HOST 2
+          --master_port=29500 -m labs.parallel.fsdp.train --steps 10           # and node_rank=1 on HOST 2
 
 Every step uses the same global batch of ``batch_size`` windows of the corpus, chosen by the seed
 and the step number alone; each rank trains on its ``batch_size / N`` rows, and gradients are
 averaged, so all three runs follow the same loss curve up to float rounding.  Because the batch
 depends only on the step, resuming needs nothing but the weights, Adam's moments and the step.
 
-Checkpoints (:mod:`labs.checkpoint`): ``--ckpt DIR --save-at 5 [8 ...]`` writes after those
+Checkpoints (:mod:`labs.training.checkpoint`): ``--ckpt DIR --save-at 5 [8 ...]`` writes after those
 steps, as ``--ckpt-format full`` (rank 0 writes the unsharded state) or ``dcp`` (every process
 writes its shards through ``torch.distributed.checkpoint``; fsdp mode only) or ``shards``
 (emulated mode: one file per rank).  ``--resume`` continues from the newest checkpoint in
@@ -35,27 +35,19 @@ import os
 import sys
 from typing import Any
 
-from labs.fsdp_runs import run_emulated, run_fsdp, run_single
-from labs.fsdp_setup import TrainConfig, global_batch, local_rows
+from labs.parallel.fsdp.runs import run_emulated, run_fsdp, run_single
+from labs.parallel.fsdp.setup import TrainConfig
 
-# The pieces live in labs.fsdp_setup (configuration, data) and labs.fsdp_runs (the three runs);
-# this module is the command line and keeps the names importable from here.
-__all__ = [
-    "TrainConfig",
-    "global_batch",
-    "local_rows",
-    "run_single",
-    "run_emulated",
-    "run_fsdp",
-    "main",
-]
+# The pieces live in labs.parallel.fsdp.setup (configuration, data) and labs.parallel.fsdp.runs
+# (the three runs); this module is the command line only.
+__all__ = ["main"]
 
 
 # ------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line entry point; see the module docstring. Prints the losses as JSON on rank 0."""
     ap = argparse.ArgumentParser(
-        prog="python -m labs.fsdp_train", description=__doc__.split("\n")[0]
+        prog="python -m labs.parallel.fsdp.train", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--mode", choices=["auto", "single", "emulated", "fsdp"], default="auto",
                     help="auto: fsdp under torchrun, single otherwise")  # fmt: skip

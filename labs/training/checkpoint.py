@@ -6,7 +6,7 @@ formats share that layout:
 
 * ``"full"``: one ``state.pt`` with the whole (unsharded) state, written by rank 0 alone --
   :func:`save_full` / :func:`load_full`;
-* ``"shards"``: one ``shard-RRRRR-of-WWWWW.pt`` per rank (the ZeRO emulation of :mod:`labs.zero`)
+* ``"shards"``: one ``shard-RRRRR-of-WWWWW.pt`` per rank (the ZeRO emulation of :mod:`labs.parallel.zero`)
   -- :func:`save_shards` / :func:`load_shard`; a different world size is refused;
 * ``"dcp"``: the files of ``torch.distributed.checkpoint`` (every process writes its own shards
   of the DTensors of an FSDP2 model) -- :func:`save_dcp` / :func:`load_dcp`; DCP reshards on load,

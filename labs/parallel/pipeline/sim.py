@@ -1,7 +1,7 @@
 """Simulating pipeline schedules (Chapters 14 and 18): timelines, bubbles, memory, formulas.
 
-:func:`simulate` turns a :class:`labs.pipeline_schedules.Schedule` and per-action costs into a
-:class:`Timeline` without running a model; :mod:`labs.pipeline_exec` records the same kind of
+:func:`simulate` turns a :class:`labs.parallel.pipeline.schedules.Schedule` and per-action costs into a
+:class:`Timeline` without running a model; :mod:`labs.parallel.pipeline.execute` records the same kind of
 timeline from a real run.  Example::
 
     s = one_f_one_b(p=4, m=8)
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from labs.pipeline_schedules import SCHEDULES, Action, Schedule, ScheduleError
+from labs.parallel.pipeline.schedules import SCHEDULES, Action, Schedule, ScheduleError
 
 __all__ = [
     "Event",

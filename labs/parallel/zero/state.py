@@ -1,8 +1,8 @@
 """Checkpoints of a ZeRO rank: full (gathered) and sharded states (Chapter 16).
 
-:class:`ZeroStateMixin` holds the checkpoint methods of :class:`labs.zero_trainer.ZeroTrainer`:
+:class:`ZeroStateMixin` holds the checkpoint methods of :class:`labs.parallel.zero.trainer.ZeroTrainer`:
 :meth:`~ZeroStateMixin.full_state` gathers the unsharded model and AdamW state on every rank (the
-format :mod:`labs.fsdp_train` shares), :meth:`~ZeroStateMixin.shard_state` returns this rank's
+format :mod:`labs.parallel.fsdp.train` shares), :meth:`~ZeroStateMixin.shard_state` returns this rank's
 slices without any communication, and the two ``load_*`` methods put them back.
 """
 
@@ -19,7 +19,7 @@ __all__ = ["ZeroStateMixin"]
 
 
 class ZeroStateMixin:
-    """Checkpoint methods for :class:`labs.zero_trainer.ZeroTrainer` (which provides the
+    """Checkpoint methods for :class:`labs.parallel.zero.trainer.ZeroTrainer` (which provides the
     attributes used here: ``model``, ``optimizer``, ``stage``, ``world``, ``params``, ``names``,
     ``shards``, ``shard_len``, ``numel`` and the helpers ``_padded``, ``_slice``)."""
 
@@ -33,7 +33,7 @@ class ZeroStateMixin:
     def full_state(self) -> dict[str, Any]:
         """The unsharded model and optimizer state (every rank must call; all get a copy).
 
-        Format shared with :mod:`labs.fsdp_train`: ``{"model": state_dict, "optim": {name:
+        Format shared with :mod:`labs.parallel.fsdp.train`: ``{"model": state_dict, "optim": {name:
         {"exp_avg", "exp_avg_sq", "step"}}}`` with parameter names as in ``named_parameters``.
         """
         full = {p: self._gather_full(p, self.shards[p]) for p in self.params}
@@ -53,7 +53,7 @@ class ZeroStateMixin:
 
     @torch.no_grad()
     def load_full_state(self, state: dict[str, Any]) -> None:
-        """Load a state made by :meth:`full_state` (or by any path of :mod:`labs.fsdp_train`)."""
+        """Load a state made by :meth:`full_state` (or by any path of :mod:`labs.parallel.fsdp.train`)."""
         model_sd, optim = state["model"], state["optim"]
         n = self.world
 

@@ -9,12 +9,12 @@ import) and again whenever a kernel is decorated.  So the variable must be set *
 itself is imported lazily, on first use, and a missing Triton gives an install hint.  In a
 notebook of your own, run ``os.environ["TRITON_INTERPRET"] = "1"`` before ``import triton``.
 
-Public API, tensors shaped ``(batch, heads, seq, head_dim)`` as in :mod:`labs.attention`:
+Public API, tensors shaped ``(batch, heads, seq, head_dim)`` as in :mod:`labs.attention.flash`:
 
 * :func:`triton_attention` -- differentiable exact attention (causal optional);
 * :func:`triton_attention_forward` -- ``(o, lse)`` from the forward kernel.
 
-The forward kernel is here; the two backward kernels are in :mod:`labs.triton_attention_bwd`.
+The forward kernel is here; the two backward kernels are in :mod:`labs.attention.triton_bwd`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 
 import torch
 
-from labs.attention import check_attention_inputs
+from labs.attention.flash import check_attention_inputs
 
 __all__ = ["load_triton", "uses_interpreter", "triton_attention", "triton_attention_forward"]
 
@@ -60,16 +60,16 @@ def load_triton():
         import triton.language as tl
     except ImportError as err:
         raise ImportError(
-            "labs.triton_attention needs Triton: pip install 'dlsys-labs[triton]' "
+            "labs.attention.triton_fwd needs Triton: pip install 'dlsys-labs[triton]' "
             "(or pip install torch==<your torch version> triton)"
         ) from err
     if uses_interpreter() and type(tl.max).__name__ != "InterpretedFunction":
         raise RuntimeError(
             "triton was imported before TRITON_INTERPRET=1 was set, so its kernels cannot run on "
             "the CPU. Restart the Python process (notebook: restart the kernel) and import "
-            "labs.triton_attention, or set os.environ['TRITON_INTERPRET'] = '1', before triton."
+            "labs.attention.triton_fwd, or set os.environ['TRITON_INTERPRET'] = '1', before triton."
         )
-    from labs import triton_attention_bwd as bwd  # imports triton: only now, after the checks
+    from labs.attention import triton_bwd as bwd  # imports triton: only now, after the checks
 
     _KERNELS["fwd"] = triton.jit(_fwd_kernel)
     _KERNELS["dkdv"] = triton.jit(bwd.bwd_dkdv_kernel)

@@ -1,9 +1,9 @@
-"""The backward kernels of the Triton FlashAttention-2 in :mod:`labs.triton_attention`.
+"""The backward kernels of the Triton FlashAttention-2 in :mod:`labs.attention.triton_fwd`.
 
 Two kernels recompute the probabilities tile by tile from the saved log-sum-exp
 (``P = exp(S - L)``): :func:`bwd_dkdv_kernel` (one program per key block, accumulating ``dK`` and
 ``dV`` over the query blocks) and :func:`bwd_dq_kernel` (one program per query block, accumulating
-``dQ`` over the key blocks).  They are plain functions here; :func:`labs.triton_attention.load_triton`
+``dQ`` over the key blocks).  They are plain functions here; :func:`labs.attention.triton_fwd.load_triton`
 decorates them with ``triton.jit`` and launches them.
 
 This module imports Triton, so it is imported lazily by ``load_triton``.  Without a GPU it sets
@@ -21,7 +21,7 @@ if not torch.cuda.is_available():
 
 import triton.language as tl  # noqa: E402
 
-__all__ = ["bwd_dkdv_kernel", "bwd_dq_kernel"]  # launched by labs.triton_attention
+__all__ = ["bwd_dkdv_kernel", "bwd_dq_kernel"]  # launched by labs.attention.triton_fwd
 
 
 def bwd_dkdv_kernel(
