@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,63 +41,11 @@ from labs.course.reference import (
     Reference,
     reference_run,
 )
+from labs.course.results import ExerciseResult, NotebookResult, all_fail
 from labs.course.sandbox import Sandbox
 from labs.course.verdict import judge
 
-__all__ = [
-    "ExerciseResult",
-    "NotebookResult",
-    "grade_notebook",
-    "grade_notebooks",
-]
-
-STATUSES = ("graded", "invalid", "timeout", "tampered", "not applicable")
-
-
-@dataclass
-class ExerciseResult:
-    """One exercise of one notebook."""
-
-    notebook: str
-    exercise: int
-    passed: bool
-    error: str  #: why it failed ("" when passed)
-    status: str = "graded"  #: graded, invalid, timeout, tampered or not applicable
-    verified: str = ""  #: the PASS line(s) of a passed exercise
-
-    @property
-    def message(self) -> str:
-        return self.error if not self.passed else self.verified
-
-    @property
-    def outcome(self) -> str:
-        """``PASS``, ``FAIL`` or ``N/A`` (not applicable: counts neither way)."""
-        return "N/A" if self.status == "not applicable" else "PASS" if self.passed else "FAIL"
-
-
-@dataclass
-class NotebookResult:
-    """Everything graded in one notebook."""
-
-    notebook: str
-    exercises: list[ExerciseResult]
-    failed_cells: dict[int, str] = field(default_factory=dict)  #: cell index -> error line
-    executed_cells: int = 0
-    check_cells: list[int] = field(default_factory=list)
-    lab: str = ""
-    status: str = "graded"
-    isolation: str = ""  #: "" or what the sandbox could not isolate here
-
-    @property
-    def passed(self) -> bool:
-        graded = [e for e in self.exercises if e.outcome != "N/A"]
-        return all(e.passed for e in graded) and not self.failed_cells
-
-
-def _all_fail(path: str, key: dict | None, status: str, why: str, lab: str = "") -> NotebookResult:
-    numbers = [int(n) for n in key["exercises"]] if key else [0]
-    exercises = [ExerciseResult(path, n, False, why, status) for n in sorted(numbers)]
-    return NotebookResult(path, exercises, lab=lab, status=status)
+__all__ = ["grade_notebook", "grade_notebooks"]
 
 
 def grade_notebook(
@@ -141,7 +88,7 @@ def grade_notebook(
             raise nb
         nb = load_notebook(path) if nb is None else nb
     except NotebookError as err:
-        return _all_fail(path_text, key, "invalid", f"invalid: {err}", lab)
+        return all_fail(path_text, key, "invalid", f"invalid: {err}", lab)
     if reference is None:
         reference = reference_run(
             key, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, isolate=isolate
@@ -333,7 +280,7 @@ def grade_notebooks(
     def one(p: str | Path) -> NotebookResult:
         k = keys[str(p)]
         if isinstance(k, NotebookError):
-            result = _all_fail(str(p), None, "invalid", f"invalid: {k}")
+            result = all_fail(str(p), None, "invalid", f"invalid: {k}")
         else:
             result = grade_notebook(
                 p, k, cell_timeout=timeout, notebook_timeout=notebook_timeout,

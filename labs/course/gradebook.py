@@ -26,10 +26,11 @@ import sys
 import threading
 from pathlib import Path
 
-from labs.course.grade import NotebookResult, grade_notebooks
+from labs.course.grade import grade_notebooks
 from labs.course.key import KEY_DIR, load_key
 from labs.course.notebooks import NotebookError
 from labs.course.reference import CELL_TIMEOUT, NOTEBOOK_TIMEOUT, GraderError
+from labs.course.results import NotebookResult
 
 __all__ = ["discover", "rows", "write_gradebook", "table", "summary", "main"]
 

@@ -41,7 +41,7 @@ ENV_ALLOW = (
     "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "SYSTEMROOT",
 )  # fmt: skip
-MEMORY_LIMIT = 6 * 2**30  #: bytes of address space per kernel process (RLIMIT_AS)
+MEMORY_LIMIT = 6 * 2**30  #: bytes of heap and private memory per kernel process (RLIMIT_DATA)
 FILE_LIMIT = 2**30  #: bytes per file a kernel may write (RLIMIT_FSIZE)
 PROCESS_LIMIT = 512  #: processes (RLIMIT_NPROC; not enforced when grading as root)
 OUTPUT_LIMIT = 64 * 2**20  #: characters of output per cell before the kernel is stopped

@@ -14,7 +14,9 @@ own namespaces the kernel then has
   folder, the repository (book, solutions, keys, tests, git history, ``_build``), the class
   folders and the grader's working folder; only its own sandbox folder writable (with a private
   ``tmpfs`` work folder, temporary folder and home) and Python read-only;
-* **limits**: ``RLIMIT_AS`` (memory), ``RLIMIT_FSIZE`` (file size), ``RLIMIT_NOFILE``,
+* **limits**: ``RLIMIT_DATA`` (memory: heap and private writable mappings, which numpy and
+  torch allocate on the host; unlike ``RLIMIT_AS`` it leaves CUDA's address-space reservations
+  alone, so GPU kernels still start), ``RLIMIT_FSIZE`` (file size), ``RLIMIT_NOFILE``,
   ``RLIMIT_NPROC`` (enforced for non-root users) and no core dumps;
 * a nested user + mount namespace that locks those mounts (the kernel cannot unmount them).
 
@@ -75,7 +77,7 @@ def seal(box, cover, readable, limits, tmpfs_mb=1024):
         box: the sandbox folder (stays writable; ``work``, ``tmp`` and ``home`` become tmpfs).
         cover: folders to replace by empty read-only tmpfs (repository, home, class folders...).
         readable: folders under a covered one to bind back read-only (Python, site-packages).
-        limits: ``{"as": bytes, "fsize": bytes, "nofile": n, "nproc": n}``.
+        limits: ``{"data": bytes, "fsize": bytes, "nofile": n, "nproc": n}``.
         tmpfs_mb: size of each writable tmpfs.
     """
     _loopback_up()
@@ -115,8 +117,8 @@ def seal(box, cover, readable, limits, tmpfs_mb=1024):
     for name, text in (("setgroups", "deny"), ("uid_map", "0 0 1"), ("gid_map", "0 0 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
-    for name, value in (("as", "RLIMIT_AS"), ("fsize", "RLIMIT_FSIZE"), ("nofile", "RLIMIT_NOFILE"),
-                        ("nproc", "RLIMIT_NPROC")):  # fmt: skip
+    for name, value in (("data", "RLIMIT_DATA"), ("fsize", "RLIMIT_FSIZE"),
+                        ("nofile", "RLIMIT_NOFILE"), ("nproc", "RLIMIT_NPROC")):  # fmt: skip
         if limits.get(name):
             resource.setrlimit(getattr(resource, value), (limits[name], limits[name]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

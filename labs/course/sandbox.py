@@ -124,7 +124,7 @@ class Sandbox:
             "box": str(self.dir),
             "cover": self._hidden(),
             "readable": self._readable(),
-            "limits": {"as": self.memory, "fsize": FILE_LIMIT, "nofile": 4096,
+            "limits": {"data": self.memory, "fsize": FILE_LIMIT, "nofile": 4096,
                        "nproc": PROCESS_LIMIT},
         }  # fmt: skip
         launcher.write_text(
