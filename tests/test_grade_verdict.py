@@ -104,3 +104,42 @@ def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):
     )
     row = rows([r], {})[1]
     assert (row["outcome"], row["points"], row["status"]) == ("N/A", "", "not applicable")
+
+
+def test_the_kernel_encodes_exact_types_only():
+    from pathlib import Path
+
+    import torch
+
+    import labs.course
+
+    ns = {
+        "ARGS": {"mode": "reference", "mark": "m ", "nonce": "n", "na": [], "bind": []},
+        "USER_NS": {},
+        "CHECK_CODE": compile("pass", "<check>", "exec"),
+    }
+    exec(
+        compile(
+            Path(labs.course.__file__).with_name("recorder.py").read_text(), "<recorder>", "exec"
+        ),
+        ns,
+    )
+    encode = ns["encode"]
+
+    class Sly(float):
+        pass
+
+    class LookAlike:
+        pass
+
+    LookAlike.__module__, LookAlike.__qualname__ = "builtins", "float"
+    assert encode(Sly(1.0)) == {
+        "bad": f"{__name__}.test_the_kernel_encodes_exact_types_only.<locals>.Sly"
+    }
+    assert encode(LookAlike) == {"bad": "the class builtins.float"}
+    assert encode(float) == {"cls": "builtins.float"}
+    assert decode(encode(torch.Size([2, 3]))) == (2, 3)
+    assert decode(encode(range(3))) == [0, 1, 2]
+    t = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)
+    assert np.array_equal(decode(encode(t)), np.array([1.5, -2.0], dtype=np.float32))
+    assert decode(encode({"a": (1, 2.5, None, "s", True)})) == {"a": (1, 2.5, None, "s", True)}

@@ -84,8 +84,12 @@ def decode(x: Any, depth: int = 0) -> Any:
             return _array(v)[()]
         if tag == "f" and v in ("nan", "inf", "-inf"):
             return float(v)
-        if tag == "dt" and type(v) is str:
+        if tag in ("dt", "cls") and type(v) is str:
             return Opaque(v)
+        if tag == "c":
+            return complex(decode(v[0], depth + 1), decode(v[1], depth + 1))
+        if tag == "b" and type(v) is str:
+            return base64.b64decode(v, validate=True)
         if tag == "bad" and type(v) is str:
             return NotPlain(v[:200])
         if tag == "raised":
@@ -152,10 +156,11 @@ def _assert(check: Check, method: str, got: Any, args: list, kwargs: dict) -> No
             check._fail(f"{what}: cannot compare {type(left).__name__} with "
                         f"{type(right).__name__}: {err}")  # fmt: skip
         method = "true"
-    if method == "true":
-        if type(got) is not bool and not isinstance(got, np.bool_):
-            check._fail(f"{what}: the condition gave a {type(got).__name__}, not a bool")
-        got = bool(got)
+    if method == "true":  # truth of plain data, taken here (never a __bool__ of the kernel's)
+        try:
+            got = bool(got)
+        except (ValueError, TypeError) as err:
+            check._fail(f"{what}: the condition has no single truth value: {err}")
     rest = {k: v for k, v in bound.arguments.items() if k not in ("self", "condition", "got")}
     getattr(check, method)(got, **rest)
 
