@@ -21,7 +21,8 @@ __all__ = [
     "OUTPUT_LIMIT", "JAIL", "LAUNCH",
 ]  # fmt: skip
 
-JAIL = Path(__file__).with_name("jail.py")
+#: The seal, read once when the grader starts (before any kernel could touch a file).
+JAIL = Path(__file__).with_name("jail.py").read_text(encoding="utf-8")
 LAUNCH = """
 import json, sys
 if {isolated!r}:
@@ -62,7 +63,7 @@ def isolation_available() -> str:
         Path(hidden, "secret").write_text("x")
         spec = {"box": str(box), "cover": [str(hidden)], "readable": [], "limits": {}}
         probe = (
-            JAIL.read_text(encoding="utf-8") + f"\nseal(**{spec!r})\nimport os\n"
+            JAIL + f"\nseal(**{spec!r})\nimport os\n"
             f"print(not os.path.exists({str(hidden / 'secret')!r}), os.getpid())\n"
         )
         try:

@@ -30,7 +30,8 @@ from labs.course.verdict import parse_events
 
 __all__ = ["check_snippet", "definitions", "parse_result", "MARK"]
 
-_RECORDER_FILE = Path(__file__).with_name("recorder.py")
+#: The recorder, read once when the grader starts (before any kernel could touch a file).
+_RECORDER = Path(__file__).with_name("recorder.py").read_text(encoding="utf-8")
 MARK = "labs-grade-result "
 
 _KERNEL_CODE = r"""
@@ -225,7 +226,7 @@ def check_snippet(
         "source": body,
         "references": list(references) if student else [],
         "package_dir": str(package_dir),
-        "recorder_source": _RECORDER_FILE.read_text(encoding="utf-8"),
+        "recorder_source": _RECORDER,
         "recorder": {
             "mode": "student" if student else "reference",
             "mark": MARK,

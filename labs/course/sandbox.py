@@ -128,8 +128,7 @@ class Sandbox:
                        "nproc": PROCESS_LIMIT},
         }  # fmt: skip
         launcher.write_text(
-            JAIL.read_text(encoding="utf-8")
-            + LAUNCH.format(spec=json.dumps(spec), isolated=not self.isolation)
+            JAIL + LAUNCH.format(spec=json.dumps(spec), isolated=not self.isolation)
         )
         env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
         env.update(
