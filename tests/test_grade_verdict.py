@@ -74,6 +74,9 @@ def test_judge_compares_in_the_grader():
     assert v.status == "fail" and "ran 0 assertion(s) where the key's run ran 1" in v.message
     (v,) = judge(ref, [["begin", 1, "t"], ["error", ["NotImplementedError"], "Exercise 1: f"]])
     assert "not implemented yet" in v.message
+    for garbled in ([["begin", 1, "t"], ["error", [], 3]], [["begin", 1, "t"], ["call"]], [7]):
+        (v,) = judge(ref, garbled)
+        assert v.status == "fail", garbled
     (v,) = judge(_events(41, 42, "f(21)"), _events(42))  # the key's own run fails its check
     assert v.status == "key"
     cond = _events({"l": [3, 3, "Eq"]}, "same", method="compare")

@@ -222,8 +222,15 @@ def _judge_cell(reference, where, events, error, outcome, verified, invalid) -> 
         outcome[num].append(error or "the check reported no result (did the kernel's output "
                             "get redirected or the grader's code replaced?)")  # fmt: skip
         return
-    violation = next((ev[1] for ev in events if ev[:1] == ["violation"] and len(ev) == 2), None)
-    for v in judge(reference.events[where], events):
+    try:
+        violation = next(
+            (ev[1] for ev in events if isinstance(ev, list) and ev[:1] == ["violation"]), None
+        )
+        verdicts = judge(reference.events[where], events)
+    except Exception as err:  # noqa: BLE001 - malformed results from the kernel: that one FAILs
+        outcome[num].append(f"the check's results from the kernel are malformed ({err!r:.80})")
+        return
+    for v in verdicts:
         n = v.number or num
         if v.status == "key":
             invalid[n] = f"not graded: {v.message} (an answer-key problem, not the student's)"
@@ -282,10 +289,17 @@ def grade_notebooks(
         if isinstance(k, NotebookError):
             result = all_fail(str(p), None, "invalid", f"invalid: {k}")
         else:
-            result = grade_notebook(
-                p, k, cell_timeout=timeout, notebook_timeout=notebook_timeout,
-                isolate=isolate, nb=loaded[str(p)], hide=hide, reference=references[k["lab"]],
-            )  # fmt: skip
+            try:
+                result = grade_notebook(
+                    p, k, cell_timeout=timeout, notebook_timeout=notebook_timeout,
+                    isolate=isolate, nb=loaded[str(p)], hide=hide,
+                    reference=references[k["lab"]],
+                )  # fmt: skip
+            except GraderError:
+                raise
+            except Exception as err:  # noqa: BLE001 - one notebook never stops the class
+                why = f"invalid: the grader could not grade this notebook ({err!r:.200})"
+                result = all_fail(str(p), k, "invalid", why, k.get("lab", ""))
         if on_done is not None:
             on_done(result)
         return result

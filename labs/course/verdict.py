@@ -177,14 +177,29 @@ def _error_message(label: str, names: list, message: str, passed: int) -> str:
     return f"{label} -- the code under test raised {names[0]}{after}: {message}"
 
 
+def _well_formed(ev: Any) -> bool:
+    """Whether an event has the recorder's shape (a forged or garbled one is ignored)."""
+    if not isinstance(ev, list) or not ev or not isinstance(ev[0], str):
+        return False
+    shapes = {"begin": 3, "call": 5, "error": 3, "end": 1, "na": 2, "violation": 2}
+    if shapes.get(ev[0]) != len(ev):
+        return False
+    if ev[0] == "call":
+        return isinstance(ev[1], str) and isinstance(ev[3], list) and isinstance(ev[4], dict)
+    if ev[0] == "error":
+        names = ev[1]
+        return bool(names) and isinstance(names, list) and all(isinstance(n, str) for n in names)
+    return True
+
+
 def _blocks(events: list) -> tuple[list[tuple[Any, Any, list]], list | None]:
     """``([(number, title, events)], error outside any block)``."""
     blocks: list[tuple[Any, Any, list]] = []
     outside, open_ = None, False
     for ev in events:
-        if not isinstance(ev, list) or not ev:
+        if not _well_formed(ev):
             continue
-        if ev[0] == "begin" and len(ev) == 3:
+        if ev[0] == "begin":
             blocks.append((ev[1], ev[2], []))
             open_ = True
         elif open_:
