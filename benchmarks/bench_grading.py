@@ -11,7 +11,7 @@ ways, in one process:
 
 The difference is the grading overhead per notebook (the issue's budget: under 2 s).  Usage::
 
-    PYTHONPATH=. python benchmarks/bench_grading.py [--repeats 3]
+    python benchmarks/bench_grading.py [--repeats 3]
 """
 
 from __future__ import annotations
