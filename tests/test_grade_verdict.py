@@ -146,3 +146,50 @@ def test_the_kernel_encodes_exact_types_only():
     t = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)
     assert np.array_equal(decode(encode(t)), np.array([1.5, -2.0], dtype=np.float32))
     assert decode(encode({"a": (1, 2.5, None, "s", True)})) == {"a": (1, 2.5, None, "s", True)}
+
+
+def _record(source: str, student: bool, user_ns: dict) -> list:
+    """Run a check cell through rewrite + recorder in this process; return the events."""
+    import io
+    import json
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import labs.course
+
+    code, bind = rewrite(source, student)
+    args = {"mode": "student" if student else "reference", "mark": "m ", "nonce": "n",
+            "na": [], "bind": bind}  # fmt: skip
+    ns = {"ARGS": args, "USER_NS": user_ns, "CHECK_CODE": compile(code, "<check>", "exec")}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(
+            compile(Path(labs.course.__file__).with_name("recorder.py").read_text(), "<r>", "exec"),
+            ns,
+        )
+    line = [x for x in out.getvalue().splitlines() if x.startswith("m n ")][-1]
+    return json.loads(line[4:])
+
+
+def test_recorded_values_round_trip_and_compare_in_the_grader():
+    from collections import Counter
+
+    import torch
+
+    source = """from labs.course.checks import exercise
+with exercise(1, "round trip") as check:
+    check.close(peak(torch.arange(5.0)), torch.arange(5.0).max(), "0-d tensors keep their shape")
+    check.true(set(ops()) <= {"send", "recv"}, "only send and recv")
+    check.true(Counter(ops()) <= Counter(send=2, recv=2), "a multiset")
+    check.true("bias" in buffers(), "a name among the buffers")
+    check.equal(type(peak(torch.ones(1)).item()), float, "a float")"""
+    good = {
+        "torch": torch, "Counter": Counter, "peak": lambda x: x.max(),
+        "ops": lambda: ["send", "recv"], "buffers": lambda: {"bias": torch.zeros(2)},
+    }  # fmt: skip
+    ref = _record(source, False, dict(good))
+    (v,) = judge(ref, _record(source, True, dict(good)))
+    assert v.status == "pass", v
+    bad = dict(good, ops=lambda: ["send", "all_reduce"], buffers=lambda: {"weight": 1})
+    (v,) = judge(ref, _record(source, True, bad))
+    assert v.status == "fail" and "only send and recv" in v.message, v

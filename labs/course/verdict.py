@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import inspect
+from collections import Counter
 import json
 import operator
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ def decode(x: Any, depth: int = 0) -> Any:
             return tuple(items) if tag == "t" else items
         if tag == "d":
             return {decode(k, depth + 1): decode(e, depth + 1) for k, e in v}
+        if tag == "counter":
+            return Counter({decode(k, depth + 1): decode(e, depth + 1) for k, e in v})
         if tag == "set":
             return {decode(e, depth + 1) for e in v}
         if tag == "nd":
