@@ -277,12 +277,15 @@ def grade_notebooks(
         except NotebookError as err:
             keys[str(p)] = err
     hide = tuple(sorted({str(Path(p).resolve().parent) for p in paths}))
-    references: dict[str, Reference] = {}
-    for k in keys.values():
-        if isinstance(k, dict) and k["lab"] not in references:
-            references[k["lab"]] = reference_run(
-                k, cell_timeout=timeout, notebook_timeout=notebook_timeout, isolate=isolate
-            )
+    labs = {k["lab"]: k for k in keys.values() if isinstance(k, dict)}
+
+    def reference(k: dict) -> Reference:
+        return reference_run(
+            k, cell_timeout=timeout, notebook_timeout=notebook_timeout, isolate=isolate
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # every lab's, before any student's
+        references = dict(zip(labs, pool.map(reference, labs.values()), strict=True))
 
     def one(p: str | Path) -> NotebookResult:
         k = keys[str(p)]

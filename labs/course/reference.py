@@ -59,6 +59,7 @@ def _keep(key: dict[str, Any]) -> set[str]:
 
 _CACHE: dict[tuple[str, bool], Reference] = {}
 _LOCK = threading.Lock()
+_LOCKS: dict[tuple[str, bool], threading.Lock] = {}
 
 
 def reference_run(
@@ -75,6 +76,8 @@ def reference_run(
     """
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
     with _LOCK:
+        lock = _LOCKS.setdefault((digest, isolate), threading.Lock())
+    with lock:  # one run per key, several keys at once
         if (digest, isolate) not in _CACHE:
             _CACHE[(digest, isolate)] = _run(key, cell_timeout, notebook_timeout, isolate)
         return _CACHE[(digest, isolate)]

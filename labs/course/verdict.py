@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import base64
 import inspect
-from collections import Counter
 import json
 import operator
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
