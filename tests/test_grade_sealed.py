@@ -3,8 +3,11 @@
 Every attack starts from the student version of the small synthetic lab of
 ``tests/test_grade_attacks.py`` (nothing should pass) or from its solution (where the attack is
 on a neighbour, the grader or the verdict).  All are graded in one class run, two at a time.
-Against the grader before this issue (commit 7a2bf88), kinds 1, 2, 4 and 5 earned PASSes or
-stopped the class run, and the leaks of kind 6 reached the gradebook.
+Checked against the grader before this issue (commit 7a2bf88, same submissions): a write into
+the grader's checkout made the whole class run exit 1 (kind 1); an ``int`` tag crashed it with a
+traceback and no gradebook (kind 4); ``d-always-equal``, ``e-frame-float``,
+``f-patch-reference``, ``i-thread-reference`` and ``j-check-filename`` earned the PASS they
+target (kind 5); and ``n-leak`` put ``LABS_SECRET_TOKEN`` into the gradebook (kind 6).
 """
 
 from __future__ import annotations
@@ -77,18 +80,40 @@ def double(x):
     return Anything()"""
 
 FRAME_FLOAT = """import sys
+import numpy as np
 
 
-class Sly(float):
-    def detach(self):
+class Sly(float):  # hands over whatever the check expects, found in the caller's frames
+    def _expected(self):
         f = sys._getframe(1)
         while f is not None:
             for name in ("expected", "want", "e"):
-                if name in f.f_locals and not isinstance(f.f_locals[name], Sly):
-                    return f.f_locals[name]
+                v = f.f_locals.get(name)
+                if v is not None and not isinstance(v, (Sly, Wrapped)):
+                    return v
             f = f.f_back
-        return self
+        return float(self)
+
+    def detach(self):
+        return Wrapped(self._expected())
+
     cpu = numpy = detach
+
+
+class Wrapped:
+    dtype = "torch.float64"
+
+    def __init__(self, v):
+        self.v = v
+
+    def detach(self):
+        return self
+
+    cpu = detach
+
+    def numpy(self):
+        return np.asarray(self.v, dtype=float)
+
 
 area = Sly(1.0)"""
 
@@ -144,7 +169,10 @@ MEMORY = "import numpy as np\nx = np.ones(2**33, dtype=np.uint8)"
 
 # 6. leaks
 LEAK = """import os
-raise RuntimeError(" ".join(f"{k}={v}" for k, v in os.environ.items()))"""
+
+
+def double(x):  # the grader's variables, carried into the gradebook by an exception
+    raise RuntimeError(" ".join(f"{k}={v}" for k, v in os.environ.items()))"""
 
 
 def _student(sol):
@@ -176,7 +204,7 @@ def graded(tmp_path_factory):
         "k-kill-parent": _with(attack_lab(), 4, KILL_PARENT),
         "l-flood": _with(attack_lab(), 4, FLOOD),
         "m-memory": _with(attack_lab(), 4, MEMORY),
-        "n-leak": _with(_student(sol), 1, LEAK),
+        "n-leak": _with(_student(sol), 2, LEAK),
         "o-untouched-stub": _student(sol),  # graded after a-write-grader
         '=HYPERLINK("http://x")': attack_lab(),
     }
@@ -277,6 +305,7 @@ def test_6_no_leaks(graded):
     result, rows, _, _ = graded
     text = "".join(r["message"] for r in rows) + result.stdout
     assert "s3cr3t-t0ken" not in text
+    assert "the code under test raised RuntimeError" in _by(rows, "n-leak")["1"][2]
     assert not any(r["student"].startswith("=") for r in rows)
     assert any(r["student"].startswith("'=HYPERLINK") for r in rows)
     assert {r["student"] for r in rows if r["student"].startswith("q-")} == {"q-twice"}
