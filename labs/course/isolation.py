@@ -27,6 +27,8 @@ LAUNCH = """
 import json, sys
 if {isolated!r}:
     seal(**json.loads({spec!r}))
+else:  # no user namespace: RLIMIT_NPROC would count every process of the user, so not that
+    limit(dict(json.loads({spec!r})["limits"], nproc=0))
 sys.argv = ["ipykernel_launcher", *sys.argv[1:]]
 from ipykernel import kernelapp
 

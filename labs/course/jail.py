@@ -25,15 +25,13 @@ reports the sandbox as not isolated rather than running half-sealed.
 """
 
 import ctypes
-import fcntl
 import os
-import resource
 import socket
 import struct
 
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 2, 4, 4096, 16384
 MOUNT_ATTR_RDONLY, AT_RECURSIVE, SYS_MOUNT_SETATTR = 0x1, 0x8000, 442
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True) if os.name == "posix" else None
 
 
 class _MountAttr(ctypes.Structure):
@@ -60,6 +58,8 @@ def _setattr(path, set_=0, clear=0, recursive=False):
 
 
 def _loopback_up():
+    import fcntl
+
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         ifreq = fcntl.ioctl(s, 0x8913, struct.pack("16sh", b"lo", 0))  # SIOCGIFFLAGS
         flags = struct.unpack("16sh", ifreq)[1]
@@ -117,8 +117,19 @@ def seal(box, cover, readable, limits, tmpfs_mb=1024):
     for name, text in (("setgroups", "deny"), ("uid_map", "0 0 1"), ("gid_map", "0 0 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
+    limit(limits)
+
+
+def limit(limits):
+    """Set the resource limits (also where no namespace is available; not on Windows)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return
     for name, value in (("data", "RLIMIT_DATA"), ("fsize", "RLIMIT_FSIZE"),
                         ("nofile", "RLIMIT_NOFILE"), ("nproc", "RLIMIT_NPROC")):  # fmt: skip
-        if limits.get(name):
-            resource.setrlimit(getattr(resource, value), (limits[name], limits[name]))
+        if limits.get(name) and hasattr(resource, value):
+            soft, hard = resource.getrlimit(getattr(resource, value))
+            want = limits[name] if hard == resource.RLIM_INFINITY else min(limits[name], hard)
+            resource.setrlimit(getattr(resource, value), (want, want))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
