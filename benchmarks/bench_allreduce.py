@@ -15,9 +15,13 @@ launches), then the ratios emu/floor and gloo/emu per size, then the scheduling 
 ``labs.dist`` measured side by side (alternating launches, median of 5; see
 ``labs/dist/_sched.py``): pinning the sleep of every waiting rank rather than only in large
 collectives with short parts (``World.pin_all``, the policy of earlier versions), and
-``LABS_DIST_PIN=0`` (no SCHED_BATCH, no pinned sleeps).  Targets (issue 3): tiny tensors at
-world size 4 cost at most 100 us per call; from 16 MB up, emu within 3x of the floor and below
-gloo.  Times depend on the machine and its load; only the ratios measured side by side mean
+``LABS_DIST_PIN=0`` (no SCHED_BATCH, no pinned sleeps).  Last, the backend path
+(``labs.dist.backend``, issue 31): a 16-byte and a 1 MB all-reduce issued as DDP's reducer and
+comm hooks issue a bucket's (``torch.distributed.all_reduce(bucket, async_op=True)``, then
+``get_future().wait()``), through torch's own function and the emulated process group, against
+the direct ``labs.dist.all_reduce`` call, alternating in one launch.  Targets (issues 3 and 31):
+tiny tensors at world size 4 cost at most 50 us per call; at 16 MB, emu within 1.5x of the
+floor and below gloo.  Times depend on the machine and its load; only the ratios measured side by side mean
 something.
 
 Where a tiny call's time goes: every rank runs some Python (argument checks, the trace record),
@@ -135,7 +139,7 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
     # first: the tiny calls are the most sensitive to what large buffers leave behind
     print("per-call overhead, 16-byte tensor (3 launches x 9 repeats x 500 calls; "
-          "target <= 100 us at 4 ranks)")  # fmt: skip
+          "target <= 50 us at 4 ranks)")  # fmt: skip
     for p in (2, 4):
         cpu0 = time.process_time()
         ts = sorted(t for _ in range(3) for t in emulated(p, 16, 500, repeats=9))
@@ -152,6 +156,13 @@ def main() -> None:
             e, f = min(emulated(p, n, it)), floor(p, n, it)
             print(f"{_fmt_bytes(n):>6} {e * 1e6:10.1f} {f * 1e6:10.1f} {g[n] * 1e6:10.1f} "
                   f"{e / f:10.2f} {g[n] / e:9.2f}")  # fmt: skip
+    print("\nbackend path: a DDP bucket all-reduce through torch.distributed and the emulated "
+          "process group vs the direct labs.dist call (median of 5, alternating)")  # fmt: skip
+    for p, nbytes, iters in ((2, 16, 300), (4, 16, 300), (4, 1 << 20, 30)):
+        d, b = backend_overhead(p, nbytes, iters)
+        label = f"{nbytes} B" if nbytes < 1024 else _fmt_bytes(nbytes)
+        print(f"  {p} ranks, {label:>6}: direct {d * 1e6:8.1f} us, through the backend "
+              f"{b * 1e6:8.1f} us ({b / d:.2f}x, +{(b - d) * 1e6:.1f} us per call)")  # fmt: skip
     rng_switch_cost()
     print("\nscheduling choices, side by side (time of the variant / time of the default)")
     cases = [(4, 16, 500), (4, 1 << 20, 40), (2, 16 << 20, 4), (4, 16 << 20, 4)]
@@ -161,6 +172,39 @@ def main() -> None:
         print(f"  {p} ranks, {label:>6}: default {t['default'] * 1e6:9.1f} us;  pin every wait "
               f"{t['pin every wait'] / t['default']:.2f}x;  LABS_DIST_PIN=0 "
               f"{t['LABS_DIST_PIN=0'] / t['default']:.2f}x")  # fmt: skip
+
+
+def backend_overhead(p: int, nbytes: int, iters: int, rounds: int = 5) -> tuple[float, float]:
+    """Seconds per all-reduce call: direct ``labs.dist.all_reduce`` vs a DDP-style bucket
+    all-reduce through ``torch.distributed`` and the emulated backend (median of ``rounds``
+    alternating measurements in one launch; the slowest rank counts)."""
+
+    def prog():
+        dist.init_process_group("gloo")  # on an emulated rank: the emulated backend
+        x = torch.zeros(nbytes // 4)
+
+        def direct():
+            dist.all_reduce(x)
+
+        def bucket():
+            tdist.all_reduce(x, async_op=True).get_future().wait()
+
+        out: dict[str, list[float]] = {"direct": [], "bucket": []}
+        for k in range(rounds):
+            for name, f in (("direct", direct), ("bucket", bucket))[:: 1 if k % 2 == 0 else -1]:
+                f()  # warm-up
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    f()
+                out[name].append((time.perf_counter() - t0) / iters)
+        dist.destroy_process_group()
+        return out
+
+    per_rank = dist.launch(prog, p, timeout=600)
+    med = {n: sorted(max(r[n][k] for r in per_rank) for k in range(rounds))[rounds // 2]
+           for n in ("direct", "bucket")}  # fmt: skip
+    return med["direct"], med["bucket"]
 
 
 def rng_switch_cost(p: int = 4, iters: int = 500, rounds: int = 5) -> None:

@@ -18,6 +18,15 @@ imported, after it loads the variant and runs one (1, 64) forward pass; tokens
 per second of a forward pass over a (8, 64) batch, also relative to fp32; held-out perplexity. The book's goal
 is an int8 model at least 1.5x faster than fp32 with perplexity within 5 %; the last line says
 whether it was met on this machine.
+
+A second table (``--quality``, on by default; ``--skip-speed`` runs only it) compares the one-shot
+methods of Chapters 21-22 on the same model, calibrated on 512 training tokens: round-to-nearest,
+AWQ and GPTQ at W4 and W3 with groups of 128 (bits per weight counting fp16 scales and packed zero
+points), and magnitude, Wanda and SparseGPT pruning at 50 % and 2:4, each on the trained model and
+on a copy with three planted outlier features (the function is unchanged; see
+``labs.compress.outliers.plant_outliers``). Its goals: GPTQ W4 within 2 % of fp32 perplexity where
+round-to-nearest is worse, and Wanda better than magnitude pruning at 50 %; the last lines say
+whether each was met, with the numbers.
 """
 
 from __future__ import annotations
@@ -34,7 +43,19 @@ from pathlib import Path
 import torch
 
 from labs import data, gpt
-from labs.compress import distill, export, int8, measure, pruning
+from labs.compress import (
+    awq,
+    calibrate,
+    distill,
+    export,
+    gptq,
+    int8,
+    measure,
+    outliers,
+    pruning,
+    sparsegpt,
+    wanda,
+)
 from labs.compress import quantize as Q
 
 
@@ -102,6 +123,68 @@ def peak_memory_kb(model: torch.nn.Module, work: Path, name: str) -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
+def quality(model: torch.nn.Module) -> None:
+    """Perplexity of the one-shot quantizers and pruners of Chapters 21-22, side by side."""
+    ids = calibrate.calibration_ids(n_seq=8, seq_len=64)
+    names = measure.linear_names(model)
+    numel = {n: model.get_submodule(n).weight.numel() for n in names}
+    loud = model
+    for channel, factor in [(5, 30.0), (40, 15.0), (77, 8.0)]:
+        loud = outliers.plant_outliers(loud, channels=[channel], factor=factor)
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    for label, m in [("trained", model), ("outliers planted", loud)]:
+        base = measure.perplexity(m)
+        r = rows.setdefault(("fp32", ""), {})
+        r[label] = base
+        for bits in (4, 3):
+            bpw = sum(
+                gptq.bits_per_weight(bits, 128, model.get_submodule(n).in_features) * numel[n]
+                for n in names
+            ) / sum(numel.values())
+            key = f"W{bits} g128 ({bpw:.2f} bits/weight)"
+            variants = {
+                "round-to-nearest": gptq.quantize_model(m, ids, bits, 128, method="rtn"),
+                "AWQ": awq.awq_model(m, ids, bits, 128)[0],
+                "GPTQ": gptq.quantize_model(m, ids, bits, 128, method="gptq"),
+            }
+            for meth, qm in variants.items():
+                rows.setdefault((key, meth), {})[label] = measure.perplexity(qm)
+        for pattern, kw in [("50 %", dict(sparsity=0.5)), ("2:4", dict(n=2, m=4))]:
+            if pattern == "2:4":
+                masks = {n: pruning.nm_mask(m.get_submodule(n).weight) for n in names}
+            else:
+                masks = pruning.magnitude_masks(m, 0.5)
+            variants = {
+                "magnitude": pruning.apply_masks(copy.deepcopy(m), masks, permanent=True),
+                "Wanda": wanda.wanda_model(m, ids, **kw)[0],
+                "SparseGPT": sparsegpt.sparsegpt_model(m, ids, **kw)[0],
+            }
+            for meth, pm in variants.items():
+                rows.setdefault((f"pruned {pattern}", meth), {})[label] = measure.perplexity(pm)
+    labels = ("trained", "outliers planted")
+    print(f"\n{'one-shot compression':<46}" + "".join(f"{lb:>26}" for lb in labels))
+    for (what, meth), vals in rows.items():
+        cells = "".join(
+            f"{vals[lb]:>16.3f} ({vals[lb] / rows['fp32', ''][lb] - 1:+6.2%})" for lb in labels
+        )
+        print(f"{what + ' ' + meth:<46}{cells}")
+    w4 = next(k for k in rows if k[0].startswith("W4"))[0]
+    for lb in labels:
+        base = rows["fp32", ""][lb]
+        g, r = rows[w4, "GPTQ"][lb], rows[w4, "round-to-nearest"][lb]
+        ok = g <= 1.02 * base and r > g
+        print(
+            f"goal ({lb}: GPTQ W4 g128 within 2 % of fp32, round-to-nearest worse): "
+            f"{'met' if ok else 'NOT met'} -- GPTQ {g / base - 1:+.2%}, RTN {r / base - 1:+.2%}"
+        )
+        wa, mg = rows["pruned 50 %", "Wanda"][lb], rows["pruned 50 %", "magnitude"][lb]
+        print(
+            f"goal ({lb}: Wanda beats magnitude pruning at 50 %): "
+            f"{'met' if wa < mg else 'NOT met'} -- Wanda {wa / base - 1:+.2%}, "
+            f"magnitude {mg / base - 1:+.2%}"
+        )
+
+
 @torch.no_grad()
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -109,8 +192,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--skip-speed", action="store_true", help="only the quality table")
+    parser.add_argument("--no-quality", action="store_true", help="only the speed table")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.skip_speed:
+        cfg = gpt.GPTConfig(n_layer=2, n_head=4, n_embd=args.width, block_size=64, seed=0)
+        with torch.enable_grad():
+            model = measure.trained_gpt(steps=args.steps, config=cfg)
+        print(f"GPT 2 blocks x width {args.width}, {args.steps} training steps")
+        quality(model)
+        return
     with torch.enable_grad():
         variants = build(args.width, args.steps)
     x = torch.randint(0, 96, (8, 64), generator=torch.Generator().manual_seed(0))
@@ -152,6 +244,8 @@ def main() -> None:
         f"{'met' if ok else 'NOT met'} -- best int8 variant '{best[0]}': {best[4]:.2f}x, "
         f"perplexity {best[5] / base_ppl - 1:+.1%}"
     )
+    if not args.no_quality:
+        quality(variants["fp32"])
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ Part III, Chapter 5 -- :mod:`labs.peft`
     ``lora`` LoRA and QLoRA layers; ``nf4`` 4-bit NormalFloat with double quantization;
     ``codes`` the code tables (NF4 levels, 8-bit dynamic map).
 Part IV, Chapter 6 -- :mod:`labs.serving`
-    a FastAPI service of the tiny GPT (``python -m labs.serving``): ``app``, ``auth``, ``limits``,
-    ``batcher``, ``metrics``, ``engine``, ``server``, ``loadgen``; and ``hpa``, ``rollout``,
+    an OpenAI-compatible service of the tiny GPT (``python -m labs.serving``): ``app``,
+    ``protocol``, ``gate``, ``auth``, ``limits``, ``metrics``, ``engine`` (Chapter 10's engine),
+    ``static``, ``replay``, ``batcher``, ``server``, ``loadgen``; and ``hpa``, ``rollout``,
     ``rag``, ``feature_store``, ``storage``, ``export``.
 Part V, Chapter 7 -- :mod:`labs.prompting`
     ``tasks`` in-context task families, ``train`` a small model on them, ``evaluate`` few-shot
@@ -32,7 +33,8 @@ Part VI, Chapters 8-9 -- :mod:`labs.systems`
     arithmetic intensity.
 Part VII, Chapter 10 -- :mod:`labs.inference`
     ``sampling``, ``kv_cache``, ``attention`` (MHA/MQA/GQA), ``paged`` (block manager),
-    ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only).
+    ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only),
+    ``prefix_cache`` (hashed blocks), ``chunked_prefill`` (token budget), ``kv_quant`` (int8 KV).
 Part VII, Chapter 11 -- :mod:`labs.attention`
     ``flash`` naive attention, online softmax, FlashAttention-2 forward and backward in PyTorch;
     ``triton_fwd`` and ``triton_bwd`` the Triton kernels.
@@ -41,16 +43,21 @@ Part VIII, Chapters 12-18 -- :mod:`labs.parallel`
     ``data_parallel`` and the torchrun script ``ddp_torchrun`` (Ch. 13); ``pipeline`` (package:
     ``schedules``, ``sim``, ``execute``, ``plot``, ``dualpipe``, the torchrun script ``torchrun``;
     Ch. 14 and 18); ``tensor_parallel`` (Ch. 15); ``zero`` (package: ``formulas``, ``state``,
-    ``trainer``) and ``fsdp`` (package: ``setup``, ``runs``, the program ``train``; Ch. 16);
+    ``trainer``) and ``fsdp`` (package: ``setup``, ``fsdp2``, ``runs``, the program ``train``; Ch. 16);
     ``parallel3d`` (Ch. 17); ``act_memory``, ``sequence_parallel``, ``ring_attention``,
     ``ulysses``, ``moe``, ``mesh``, ``mesh_train`` (Ch. 17b).
 Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
     ``pruning``, ``quantize``, ``outliers`` (LLM.int8(), SmoothQuant, AWQ), ``int8`` (integer
     matmul), ``distill``, ``lowrank``, ``sharing``, ``export`` (ONNX Runtime), ``measure`` (size,
-    latency, perplexity).
+    latency, perplexity); for Ch. 19 ``ondevice`` (bandwidth ceilings, energy), ``int4`` (packed
+    int4 files), ``request_memory``, ``delegate`` (operator coverage); for Ch. 20 ``cluster``
+    (Deep Compression), ``asvd`` (activation-aware low rank), ``distill_llm`` (KL direction,
+    sequence-level KD).
 The machinery under Part VIII -- :mod:`labs.dist`
     ``torch.distributed`` on threads (and the real thing under torchrun), with traces and an
-    alpha-beta cost model; ``python -m labs.dist.run`` runs an unmodified torchrun script.
+    alpha-beta cost model; ``backend`` makes it a ``torch.distributed`` backend, so PyTorch's own
+    DDP, FSDP2, DTensor and DCP run on emulated ranks; ``python -m labs.dist.run`` runs an
+    unmodified torchrun script.
 Every lab -- :mod:`labs.course`
     the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
     (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox``,

@@ -8,7 +8,7 @@ import torch
 from torch.nn.utils import prune
 
 from labs import gpt
-from labs.compress import measure
+from labs.compress import calibrate, measure, sparsegpt, wanda
 from labs.compress import pruning as P
 
 
@@ -153,3 +153,134 @@ def test_compare_times_runs_round_robin():
     out = measure.compare_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3)
     assert calls == ["a", "b"] * 4  # one warm-up call each, then 3 rounds
     assert set(out) == {"a", "b"} and all(v >= 0 for v in out.values())
+
+
+# --- Wanda, SparseGPT and head importance -------------------------------------------------
+
+
+def _layer(out=16, inp=32, tokens=120, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mix = torch.eye(inp) + 0.3 * torch.randn(inp, inp, generator=g)  # correlated inputs
+    x = torch.randn(tokens, inp, generator=g) @ mix
+    x[:, [2, inp // 3]] *= 10.0  # loud inputs, like an LLM outlier features
+    return torch.randn(out, inp, generator=g), x
+
+
+def test_wanda_compares_within_each_output_row():
+    w, x = _layer()
+    mask = wanda.wanda_mask(w, x, 0.5)
+    assert mask.dtype == torch.bool
+    assert (mask.sum(dim=1) == 16).all()  # every row keeps exactly half
+    score = w.abs() * x.norm(dim=0)
+    for r in range(w.shape[0]):  # the kept scores of a row are its largest
+        assert score[r][mask[r]].min() >= score[r][~mask[r]].max()
+    assert mask[:, [2, 10]].float().mean() > 0.8  # most of the loud inputs' weights survive
+
+
+def test_wanda_uses_the_l2_norm_not_its_square_or_the_mean():
+    w = torch.tensor([[1.0, 3.0]])
+    x = torch.tensor([[4.0, 2.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])  # norms 4, 2
+    # |w| * norm = 4 vs 6 keeps input 1; |w| * norm^2 (16 vs 12) would keep input 0
+    assert wanda.wanda_mask(w, x, 0.5).tolist() == [[False, True]]
+    x2 = torch.tensor([[3.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])  # norms 3, 2; means .75, 1
+    w2 = torch.tensor([[1.0, 1.3]])  # 3 vs 2.6 keeps input 0; the mean (0.75 vs 1.3) keeps 1
+    assert wanda.wanda_mask(w2, x2, 0.5).tolist() == [[True, False]]
+
+
+def test_wanda_is_invariant_to_rescaling_an_input_and_its_column():
+    w, x = _layer()
+    s = torch.ones(32)
+    s[[4, 7]] = 20.0
+    torch.testing.assert_close(wanda.wanda_scores(w / s, x * s), wanda.wanda_scores(w, x))
+    assert not torch.equal(
+        P.magnitude_masks(_lin(w / s), 0.5)["0"], P.magnitude_masks(_lin(w), 0.5)["0"]
+    )
+
+
+def _lin(w):
+    lin = torch.nn.Sequential(torch.nn.Linear(w.shape[1], w.shape[0], bias=False))
+    with torch.no_grad():
+        lin[0].weight.copy_(w)
+    return lin
+
+
+def test_wanda_nm_and_errors():
+    w, x = _layer()
+    mask = wanda.wanda_mask(w, x, n=2, m=4)
+    assert (mask.view(-1, 4).sum(1) == 2).all()
+    with pytest.raises(ValueError, match="m"):
+        wanda.wanda_mask(w, x, n=2, m=5)
+    with pytest.raises(ValueError, match="sparsity"):
+        wanda.wanda_mask(w, x, 1.0)
+    with pytest.raises(ValueError, match="wanda_scores"):
+        wanda.wanda_scores(w, x[:, :5])
+
+
+def test_sparsegpt_masks_and_update_beat_plain_pruning():
+    w, x = _layer(seed=1)
+    h = calibrate.hessian(x)
+    pruned, mask = sparsegpt.sparsegpt(w, h, 0.5, block_size=16)
+    assert mask.dtype == torch.bool and mask.float().mean() == pytest.approx(0.5)
+    assert (pruned[~mask] == 0).all()
+    err = float((x @ (pruned - w).T).norm())
+    same_mask_no_update = float((x @ (w * mask - w).T).norm())
+    wanda_err = float((x @ (w * wanda.wanda_mask(w, x, 0.5) - w).T).norm())
+    assert err < 0.9 * same_mask_no_update and err < wanda_err
+    p24, m24 = sparsegpt.sparsegpt(w, h, n=2, m=4)
+    assert (m24.view(-1, 4).sum(1) == 2).all() and (p24[~m24] == 0).all()
+
+
+def test_sparsegpt_nm_does_not_depend_on_the_block_size():
+    w, x = _layer(seed=2)
+    h = calibrate.hessian(x)
+    a, ma = sparsegpt.sparsegpt(w.double(), h, n=2, m=4, block_size=4)
+    b, mb = sparsegpt.sparsegpt(w.double(), h, n=2, m=4, block_size=32)
+    assert torch.equal(ma, mb)
+    torch.testing.assert_close(a, b)
+
+
+def test_sparsegpt_update_is_the_least_squares_fit():
+    """Pruning one column, the OBS update gives the other weights their least-squares optimum."""
+    w, x = _layer(out=4, inp=8, tokens=50, seed=3)
+    w[:, 0] = 1e-3  # column 0 is the cheapest to remove, and the first one processed
+    x, w = x.double(), w.double()
+    pruned, mask = sparsegpt.sparsegpt(w, calibrate.hessian(x), 1 / 8, damp=0.0)
+    assert mask[:, 0].sum() == 0 and mask[:, 1:].all()
+    best = torch.linalg.lstsq(x[:, 1:], x @ w.T).solution.T  # min ||X[:, 1:] p - X w||
+    torch.testing.assert_close(pruned[:, 1:], best)
+
+
+def test_sparsegpt_errors():
+    w, x = _layer()
+    h = calibrate.hessian(x)
+    with pytest.raises(ValueError, match="multiples of m"):
+        sparsegpt.sparsegpt(w, h, n=2, m=5)
+    with pytest.raises(ValueError, match="sparsity"):
+        sparsegpt.sparsegpt(w, h, 1.5)
+    with pytest.raises(ValueError, match="Hessian"):
+        sparsegpt.sparsegpt(w, h[:3, :3])
+
+
+def test_model_level_pruners_give_masks_that_fine_tuning_keeps(small_gpt):
+    ids = torch.randint(0, 96, (4, 16), generator=torch.Generator().manual_seed(0))
+    for fn in (wanda.wanda_model, sparsegpt.sparsegpt_model):
+        pruned, masks = fn(small_gpt, ids, 0.5)
+        assert set(masks) == set(measure.linear_names(small_gpt))
+        assert P.sparsity(pruned) == pytest.approx(0.5, abs=0.01)
+        P.apply_masks(pruned, masks)
+        assert P.sparsity(pruned) == pytest.approx(0.5, abs=0.01)
+
+
+def test_head_importance_and_heads_to_keep(small_gpt):
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randint(0, 96, (2, 16), generator=g),) * 2 for _ in range(2)]
+    imp = P.head_importance(small_gpt, batches)
+    assert imp.shape == (2, 4) and (imp >= 0).all() and imp.sum() > 0
+    x = batches[0][0]
+    torch.testing.assert_close(small_gpt(x), small_gpt(x))  # the gates' hooks are gone
+    keep = P.heads_to_keep(torch.tensor([[0.1, 0.5, 0.2, 0.9], [0.3, 0.05, 0.8, 0.7]]), 3)
+    assert keep == {0: [1, 3], 1: [0, 2, 3]}
+    keep = P.heads_to_keep(torch.tensor([[0.1, 0.2], [5.0, 6.0]]), 2)
+    assert keep == {0: [1], 1: [1]}  # each block keeps its best head
+    with pytest.raises(ValueError, match="n_prune"):
+        P.heads_to_keep(imp, 7)

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from labs import gpt
-from labs.compress import int8, measure, outliers
+from labs.compress import awq, calibrate, gptq, int8, measure, outliers
 from labs.compress import quantize as Q
 
 
@@ -223,3 +223,166 @@ def test_int8_layer_equals_functional_int8(shape):
     ref = int8.int8_linear(flat, lin.weight.detach(), lin.bias.detach()).reshape(*shape[:-1], 13)
     torch.testing.assert_close(layer(x), ref)
     assert layer.weight_t.dtype == torch.int8
+
+
+# --- GPTQ, round-to-nearest and AWQ (labs.compress.gptq, labs.compress.awq) ----------------
+
+
+def _layer_problem(out=24, inp=48, tokens=200, seed=0):
+    """A weight and correlated calibration inputs with two loud channels, like a real layer."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, inp, generator=g) @ (
+        torch.eye(inp) + 0.3 * torch.randn(inp, inp, generator=g)
+    )
+    x[:, [3, 17]] *= 8.0
+    return torch.randn(out, inp, generator=g), x
+
+
+def _naive_gptq(w, h, bits, sym, damp):
+    """GPTQ written from the paper's equations: one column at a time, explicit inverse Hessian."""
+    W = w.double().clone()
+    H = h.double().clone()
+    H += damp * H.diagonal().mean() * torch.eye(len(H), dtype=H.dtype)
+    scale, zero = gptq.minmax_params(W, bits, sym)
+    Q = torch.zeros_like(W)
+    for i in range(W.shape[1]):
+        Hinv = torch.linalg.inv(H[i:, i:])  # inverse Hessian of the columns not yet quantized
+        Q[:, i] = gptq.quantize_with(W[:, i : i + 1], scale, zero, bits, sym)[:, 0]
+        err = (W[:, i] - Q[:, i]) / Hinv[0, 0]
+        W[:, i:] -= err[:, None] * Hinv[0, :][None, :]
+    return Q
+
+
+@pytest.mark.parametrize("bits, sym", [(4, False), (3, True)])
+def test_gptq_equals_the_textbook_update(bits, sym):
+    w, x = _layer_problem()
+    h = calibrate.hessian(x)
+    got = gptq.gptq(w.double(), h, bits, sym=sym, block_size=8)
+    torch.testing.assert_close(got, _naive_gptq(w, h, bits, sym, 0.01), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("group_size", [None, 16, 20, 64])
+def test_gptq_lazy_batches_do_not_change_the_result(group_size):
+    w, x = _layer_problem()
+    h = calibrate.hessian(x)
+    a = gptq.gptq(w.double(), h, 4, group_size, block_size=1)
+    for bs in (7, 32, 128):
+        torch.testing.assert_close(gptq.gptq(w.double(), h, 4, group_size, block_size=bs), a)
+
+
+@pytest.mark.parametrize("bits, group_size", [(4, None), (3, 16), (2, 16)])
+def test_gptq_beats_rtn_on_the_layer_output(bits, group_size):
+    w, x = _layer_problem()
+    err = {}
+    for name, wq in [
+        ("rtn", gptq.rtn(w, bits, group_size)),
+        ("gptq", gptq.gptq(w, calibrate.hessian(x), bits, group_size)),
+    ]:
+        err[name] = float((x @ (wq - w).T).norm())
+    assert err["gptq"] < 0.8 * err["rtn"], err
+
+
+@pytest.mark.parametrize("bits, group_size", [(4, None), (3, 8), (4, 32)])
+def test_gptq_output_lies_on_each_groups_grid(bits, group_size):
+    w, x = _layer_problem()
+    q = gptq.gptq(w, calibrate.hessian(x), bits, group_size)
+    g = q.shape[1] if group_size is None else group_size
+    for j in range(0, q.shape[1], g):
+        block = q[:, j : j + g]
+        scale, zero = gptq.minmax_params(block, bits)
+        levels = torch.round(block / scale) + zero
+        assert len(torch.unique(levels[0])) <= 2**bits
+
+
+def test_rtn_matches_torch_fake_quantize_and_our_quantize():
+    w = _rand(16, 64, seed=3)
+    for bits, gs in [(4, 16), (3, 32), (8, 64)]:
+        ours = gptq.rtn(w, bits, gs)
+        g = w.reshape(-1, gs)
+        scale, zero = gptq.minmax_params(g, bits)
+        ref = torch.fake_quantize_per_channel_affine(
+            g, scale[:, 0].float(), zero[:, 0].int(), 0, 0, 2**bits - 1
+        ).reshape(w.shape)
+        torch.testing.assert_close(ours, ref, rtol=0, atol=1e-6)
+        ours_q = Q.quantize(w, bits, scheme="affine", granularity="group", group_size=gs)
+        torch.testing.assert_close(ours, ours_q.dequantize(), rtol=0, atol=1e-6)
+    sym = gptq.rtn(w, 4, None, sym=True)
+    torch.testing.assert_close(sym, Q.quantize(w, 4, granularity="channel").dequantize())
+
+
+def test_zero_rows_and_dead_inputs_give_zeros_not_nan():
+    w, x = _layer_problem()
+    w[2] = 0.0
+    x[:, 5] = 0.0  # an input that never fires: H[5, 5] == 0
+    h = calibrate.hessian(x)
+    for q in (gptq.rtn(w, 4, 16), gptq.gptq(w, h, 4, 16), gptq.gptq(w, h, 3, None, sym=True)):
+        assert torch.isfinite(q).all()
+        assert (q[2] == 0).all()
+    assert (gptq.gptq(w, h, 4, 16)[:, 5] == 0).all()
+
+
+def test_gptq_errors():
+    w, x = _layer_problem()
+    h = calibrate.hessian(x[:10])  # fewer tokens than inputs: singular without dampening
+    with pytest.raises(ValueError, match="damp"):
+        gptq.gptq(w, h, 4, damp=0.0)
+    assert torch.isfinite(gptq.gptq(w, h, 4, damp=0.01)).all()
+    with pytest.raises(ValueError, match="Hessian"):
+        gptq.gptq(w, h[:5, :5], 4)
+    with pytest.raises(ValueError, match="bits"):
+        gptq.rtn(w, 9)
+    with pytest.raises(ValueError, match="group_size"):
+        gptq.rtn(w, 4, 0)
+    with pytest.raises(ValueError, match="method"):
+        gptq.quantize_model(nn.Linear(2, 2), torch.zeros(1, 1), 4, method="awq")
+
+
+def test_bits_per_weight_with_fp16_scales():
+    assert gptq.bits_per_weight(4, 128, 4096) == pytest.approx(4 + 20 / 128)
+    assert gptq.bits_per_weight(3, 32, 4096, zero=False) == pytest.approx(3.5)
+    assert gptq.bits_per_weight(4, 128, 96) == pytest.approx(4 + 20 / 96)  # one group per row
+    assert gptq.bits_per_weight(4, None, 384) == pytest.approx(4 + 20 / 384)
+
+
+def test_quantize_model_sequential_and_better_than_rtn():
+    model = gpt.GPT(gpt.GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, seed=1)).eval()
+    ids = torch.randint(0, 96, (4, 16), generator=torch.Generator().manual_seed(0))
+    names = measure.linear_names(model)
+    ref = calibrate.capture_inputs(model, ids, names)
+    errs = {}
+    for method in ("rtn", "gptq"):
+        qm = gptq.quantize_model(model, ids, 3, 16, method=method)
+        xs = calibrate.capture_inputs(qm, ids, names)
+        errs[method] = sum(
+            float(
+                (
+                    xs[n] @ qm.get_submodule(n).weight.detach().T
+                    - ref[n] @ model.get_submodule(n).weight.detach().T
+                ).norm()
+            )
+            for n in names
+        )
+    assert errs["gptq"] < errs["rtn"]
+
+
+def test_awq_alpha_zero_is_rtn_and_search_never_loses_on_calibration():
+    w, x = _layer_problem()
+    s0 = awq.awq_scales(x.abs().mean(0), 0.0)
+    torch.testing.assert_close(s0, torch.ones(48))
+    wq, alpha = awq.awq_search(w, x, 3, 16)
+    err = float((x @ (wq - w).T).pow(2).mean())
+    err_rtn = float((x @ (gptq.rtn(w, 3, 16) - w).T).pow(2).mean())
+    assert err <= err_rtn and 0.0 <= alpha < 1.0
+    s = awq.awq_scales(x.abs().mean(0), 0.5)
+    assert float(s.max() * s.min()) == pytest.approx(1.0)
+    assert int(s.argmax()) in (3, 17)  # the loud channels get the largest scales
+
+
+def test_input_absmean_is_the_mean_not_the_max(small_gpt):
+    x = torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(0))
+    name = "blocks.0.mlp.up_proj"
+    mean = outliers.input_absmean(small_gpt, x, [name])[name]
+    mx = outliers.input_absmax(small_gpt, x, [name])[name]
+    inp = calibrate.capture_inputs(small_gpt, x, [name])[name]
+    torch.testing.assert_close(mean, inp.abs().mean(0))
+    assert (mean <= mx + 1e-6).all() and (mean < mx).any()

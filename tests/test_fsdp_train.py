@@ -1,5 +1,5 @@
-"""The one training program under torchrun (FSDP2 over gloo): same losses as a single process and
-as emulated ZeRO-3, exact resume from full and DCP checkpoints, a save killed mid-write, and two
+"""The one training program, PyTorch FSDP2 in every mode (one emulated rank, emulated ranks,
+torchrun over gloo): same losses as a plain single process and as the book's emulated ZeRO-3, exact resume from full and DCP checkpoints, a save killed mid-write, and two
 ``torchrun --nnodes=2`` invocations rendezvousing on 127.0.0.1.
 
 Each torchrun job is 2 tiny processes for a few steps; every call has an explicit timeout.
@@ -79,7 +79,7 @@ def test_fsdp2_torchrun_matches_single_and_emulated_and_resumes_exactly(tmp_path
            *STEPS, "--ckpt", str(ck), "--resume", "--out", str(out)]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=TIMEOUT)
     emulated_resumed = json.loads(out.read_text())
-    assert emulated_resumed["start"] == 3
+    assert emulated_resumed["impl"] == "fsdp2" and emulated_resumed["start"] == 3
     torch.testing.assert_close(emulated_resumed["losses"], reference[3:], rtol=0, atol=2e-6)
 
     _, resumed = _torchrun(tmp_path, "resumed", "--ckpt", str(ck), "--resume", "--save-at", "4",
@@ -92,6 +92,25 @@ def test_fsdp2_torchrun_matches_single_and_emulated_and_resumes_exactly(tmp_path
     _, from_dcp = _torchrun(tmp_path, "from_dcp", "--ckpt", str(ck), "--resume")
     assert from_dcp["start"] == 4
     torch.testing.assert_close(from_dcp["losses"], reference[4:], rtol=0, atol=2e-6)
+
+
+def test_fsdp2_in_every_mode_and_dcp_on_emulated_ranks(tmp_path, reference):
+    one = fsdp.run_fsdp(_cfg(), world_size=1)
+    torch.testing.assert_close(one["losses"], reference, rtol=0, atol=2e-6)
+    ck = tmp_path / "dcp"
+    fsdp.run_fsdp(_cfg(ckpt_dir=str(ck), save_at=[3], ckpt_format="dcp"), world_size=2)
+    _, manifest = ckpt.verify(ck)
+    assert manifest["format"] == "dcp" and manifest["world_size"] == 2
+    resumed = fsdp.run_fsdp(_cfg(ckpt_dir=str(ck), resume=True), world_size=2)
+    assert resumed["start"] == 3
+    torch.testing.assert_close(resumed["losses"], reference[3:], rtol=0, atol=2e-6)
+    out = tmp_path / "single.json"
+    cmd = [sys.executable, "-m", "labs.parallel.fsdp.train", "--mode", "single", *STEPS,
+           "--steps", "2", "--out", str(out)]  # fmt: skip
+    subprocess.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=TIMEOUT)
+    single = json.loads(out.read_text())
+    assert (single["mode"], single["impl"]) == ("single", "fsdp2")
+    torch.testing.assert_close(single["losses"], reference[:2], rtol=0, atol=2e-6)
 
 
 def test_two_nodes_rendezvous_on_localhost(tmp_path, reference):
@@ -122,6 +141,7 @@ def test_two_nodes_rendezvous_on_localhost(tmp_path, reference):
         "labs.parallel.zero.trainer",
         "labs.parallel.fsdp.setup",
         "labs.parallel.fsdp.runs",
+        "labs.parallel.fsdp.fsdp2",
     ],
 )
 def test_split_modules_import_alone(module):
@@ -131,7 +151,7 @@ def test_split_modules_import_alone(module):
         "from labs.parallel.zero import ZeroTrainer, padded_numel, zero_bytes_per_rank, "
         "zero_comm_bytes_per_rank\n"
         "from labs.parallel.fsdp import TrainConfig, global_batch, local_rows, run_emulated, "
-        "run_fsdp, run_single\n"
+        "run_fsdp, run_single, memory_ledger\n"
         "from labs.parallel.fsdp.train import main\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

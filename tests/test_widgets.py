@@ -5,11 +5,14 @@ from __future__ import annotations
 import ipywidgets as widgets
 import pytest
 
-from labs.basics.widgets import _combinations, explorer
+from labs.basics import widgets as explorer_module
+from labs.basics.widgets import _combinations, _KernelStack, explorer
+
+STACKS = tuple(c for c in (getattr(widgets, "Stack", None), _KernelStack) if c is not None)
 
 
 def _leaves(w):
-    if isinstance(w, widgets.Stack):
+    if isinstance(w, STACKS):
         return [leaf for child in w.children for leaf in _leaves(child)]
     return [w]
 
@@ -60,3 +63,30 @@ def test_bad_input(controls, message):
 def test_unknown_control_kind():
     with pytest.raises(ValueError, match="unknown control kind 'knob'"):
         explorer({"a": [("1", 1)]}, lambda a: "", kinds={"a": "knob"})
+
+
+@pytest.mark.parametrize("version", ["installed", "ipywidgets 7"])
+def test_without_stack_the_kernel_switches_boxes(version, monkeypatch):
+    """ipywidgets 7 (Colab) has no Stack: Boxes show their selected child, linked in the kernel."""
+    if version == "ipywidgets 7":
+        monkeypatch.setattr(explorer_module, "_STACK", None)
+    elif not hasattr(widgets, "Stack"):
+        pytest.skip("this ipywidgets has no Stack")
+    box = explorer(
+        {"a": [("1", 1), ("2", 2)], "b": [("x", "x"), ("y", "y")]}, lambda a, b: f"{a}{b}"
+    )
+    a, b, outer = box.children
+    assert [leaf.value for leaf in _leaves(outer)] == ["1x", "1y", "2x", "2y"]
+    if version == "installed":
+        return
+    assert isinstance(outer, _KernelStack)
+
+    def shown(w):
+        (child,) = [c for c in w.children if c.layout.display != "none"]
+        return shown(child) if isinstance(child, _KernelStack) else child.value
+
+    assert shown(outer) == "1x"
+    a.index, b.index = 1, 1
+    assert shown(outer) == "2y"
+    b.index = 0
+    assert shown(outer) == "2x"

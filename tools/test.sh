@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test: set up (tools/setup.sh), lint and format-check with ruff, then pytest — unit
 # tests, each lab graded as solution and as student notebook, the release/grade tools, the book
-# build (warnings are errors) and the offline browser test.
+# build (warnings are errors) and the offline browser test — and, beside it, tools/compat.py (the
+# labs on the lowest admitted versions and on Colab's).
 # Usage: bash tools/test.sh [extra pytest arguments]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,10 +19,37 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; the
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
     || echo "test: could not install$missing"
 fi
+# The labs where readers run them (tools/compat.py): every lab's solution and the emulator's
+# tests on the lowest versions pyproject.toml admits and on Colab's, from the checkout's wheel, in
+# environments and folders outside the repository (never the book build's). It runs beside
+# pytest, its log comes at the end. COMPAT=0 skips it; with pytest arguments it runs only if
+# COMPAT=1.
+compat_log=$(mktemp)
+compat_pid=""
+if [ "${COMPAT:-$([ $# -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
+  # niced: pytest keeps the cores it needs, compat fills the time its workers wait
+  nice -n 10 .venv/bin/python tools/compat.py >"$compat_log" 2>&1 &
+  compat_pid=$!
+fi
+trap 'rm -f "$compat_log"; [ -n "$compat_pid" ] && kill "$compat_pid" 2>/dev/null || true' EXIT
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 export PYTHONHASHSEED=0
 unset MPLBACKEND  # kernels must keep the inline matplotlib backend, or figures vanish from pages
 # Two workers (the machine's two cores); tests that share one expensive fixture (the book build,
 # the graded labs) carry an xdist_group mark and stay on one worker. PYTEST_WORKERS=0 runs serially.
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"
+status=0
+pytest_log=$(mktemp)
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" | tee "$pytest_log" \
+  || status=$?
+if [ -n "$compat_pid" ]; then
+  compat_status=0
+  wait "$compat_pid" || compat_status=$?
+  compat_pid=""
+  cat "$compat_log"
+  [ "$status" -ne 0 ] || status=$compat_status
+  echo "pytest's result, again (the compat log above came after it):"
+  grep -E "^=+ .*(passed|failed|error).* =+$" "$pytest_log" | tail -n 1 || true
+fi
+rm -f "$pytest_log"
+exit "$status"

@@ -8,6 +8,10 @@ arranged in nested :class:`ipywidgets.Stack` containers, and each control is ``j
 in JavaScript, in a running notebook and in the built book alike.
 
 Keep the grid small (a few hundred cells at most): every cell is stored in the page.
+
+ipywidgets 7 (Google Colab ships 7.7.1) has no ``Stack``: there each stack is a ``Box`` that shows
+only its selected child, and the controls are linked in the kernel instead, which Colab has
+running.  The book itself is built with ipywidgets 8.
 """
 
 from __future__ import annotations
@@ -18,8 +22,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets
+import traitlets
 
 __all__ = ["explorer", "figure_to_svg"]
+
+_STACK = getattr(widgets, "Stack", None)  # ipywidgets >= 8
+
+
+class _KernelStack(widgets.Box):
+    """A ``Stack`` for ipywidgets 7: a ``Box`` showing only child ``selected_index``."""
+
+    selected_index = traitlets.Int(0)
+
+    def __init__(self, children: list, selected_index: int = 0):
+        super().__init__(children=children)
+        self.observe(self._show, "selected_index")
+        self.selected_index = selected_index
+        self._show()
+
+    def _show(self, change: Any = None) -> None:
+        for i, child in enumerate(self.children):
+            child.layout.display = None if i == self.selected_index else "none"
 
 
 def _control(name: str, options: Sequence[tuple[str, Any]], kind: str) -> widgets.Widget:
@@ -85,14 +108,16 @@ def explorer(
     kinds = kinds or {}
     labels = labels or {}
     ctrls = [_control(labels.get(n, n), controls[n], kinds.get(n, "slider")) for n in names]
-    stacks_per_level: list[list[widgets.Stack]] = [[] for _ in names]
+    stack_class = _STACK or _KernelStack
+    link = widgets.jslink if _STACK else widgets.link  # ipywidgets 7: linked in the kernel
+    stacks_per_level: list[list[widgets.Box]] = [[] for _ in names]
 
     def build(level: int, chosen: tuple[int, ...]) -> widgets.Widget:
         if level == len(names):
             kw = {n: controls[n][i][1] for n, i in zip(names, chosen)}
             return widgets.HTML(render(**kw))
         children = [build(level + 1, chosen + (i,)) for i in range(sizes[level])]
-        stack = widgets.Stack(children=children, selected_index=0)
+        stack = stack_class(children=children, selected_index=0)
         stacks_per_level[level].append(stack)
         return stack
 
@@ -101,7 +126,7 @@ def explorer(
     links = []
     for ctrl, stacks in zip(ctrls, stacks_per_level):
         for stack in stacks:
-            links.append(widgets.jslink((ctrl, "index"), (stack, "selected_index")))
+            links.append(link((ctrl, "index"), (stack, "selected_index")))
     for name, ctrl, stacks in zip(names, ctrls, stacks_per_level):
         if initial and name in initial:
             ctrl.index = initial[name]

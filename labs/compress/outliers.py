@@ -16,7 +16,8 @@ The tiny GPT trained in a few seconds has no strong outliers of its own, so
 LayerNorm output channels by ``factor`` and divides the matching input columns of the following
 linear layers by the same factor -- the model computes the same function, but its activations now
 look like a large LLM's. :func:`input_absmax` records, per linear layer, the largest |x| per
-input channel on calibration data.
+input channel on calibration data, :func:`input_absmean` the mean |x| (AWQ's statistic).
+AWQ's searched scaling is :mod:`labs.compress.awq`.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ import copy
 import torch
 import torch.nn as nn
 
+from labs.compress.calibrate import capture_inputs
 from labs.compress.quantize import quantize
 
 __all__ = [
     "plant_outliers",
     "input_absmax",
+    "input_absmean",
     "outlier_channels",
     "llm_int8_linear",
     "smooth_scales",
@@ -84,6 +87,16 @@ def input_absmax(model: nn.Module, ids: torch.Tensor, names: list[str]) -> dict[
         for h in hooks:
             h.remove()
     return stats
+
+
+@torch.no_grad()
+def input_absmean(model: nn.Module, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
+    """Mean |input| per input channel of each named linear layer over a forward pass of ``ids``.
+
+    AWQ ranks channels by this statistic (a typical activation size), which, unlike the maximum,
+    one stray token cannot dominate. Returns ``{name: tensor of shape (in_features,)}``.
+    """
+    return {n: x.abs().mean(dim=0) for n, x in capture_inputs(model, ids, names).items()}
 
 
 def outlier_channels(x: torch.Tensor, threshold: float = 6.0) -> torch.Tensor:
@@ -142,8 +155,8 @@ def awq_quantize(
     """Weight-only quantization that protects salient input channels (a copy of ``model``).
 
     Args:
-        stats: ``{linear name: per-input-channel activation magnitude}`` from :func:`input_absmax`;
-            its keys are the layers to quantize.
+        stats: ``{linear name: per-input-channel activation magnitude}``, e.g. from
+            :func:`input_absmean` (AWQ's statistic); its keys are the layers to quantize.
         fraction: share of input channels to protect (at least one per layer).
         mode: ``"keep"`` restores the salient weight columns to full precision after rounding;
             ``"scale"`` is AWQ's trick instead: multiply every input column j by

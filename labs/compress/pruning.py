@@ -6,7 +6,10 @@
 * :func:`sparsity` -- fraction of zero weights in a model's linear layers.
 * :func:`sensitivity` -- quality after pruning one layer at a time.
 * :func:`prune_mlp_channels`, :func:`prune_heads` -- structured pruning that *shrinks* the matrices
-  of a :class:`labs.gpt.GPT`, so dense kernels do less work.
+  of a :class:`labs.gpt.GPT`, so dense kernels do less work; :func:`head_importance` and
+  :func:`heads_to_keep` choose the heads by importance instead of by index.
+
+Calibration-aware masks live next door: :mod:`labs.compress.wanda`, :mod:`labs.compress.sparsegpt`.
 
 A mask is a bool tensor shaped like the weight: ``True`` keeps a weight, ``False`` zeroes it.
 """
@@ -33,6 +36,8 @@ __all__ = [
     "prune_mlp_channels",
     "HeadPrunedAttention",
     "prune_heads",
+    "head_importance",
+    "heads_to_keep",
 ]
 
 
@@ -229,3 +234,52 @@ def prune_heads(model: nn.Module, keep: dict[int, list[int]]) -> nn.Module:
             )
         model.blocks[i].attn = HeadPrunedAttention(attn, list(heads))
     return model
+
+
+def head_importance(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]):
+    """Importance of every attention head of a GPT: ``E |dL / d gate_h|`` (Michel et al. 2019).
+
+    A gate of value 1 multiplies each head's output before ``o_proj``; the absolute gradient of
+    the loss with respect to it, summed over ``batches`` of ``(inputs, targets)``, estimates how
+    much the loss would change if the head were removed. Returns (n_layer, n_head), float32.
+    """
+    gates = [torch.ones(b.attn.n_head, requires_grad=True) for b in model.blocks]
+    hooks = []
+    for block, gate in zip(model.blocks, gates):
+
+        def pre_hook(_m, inputs, gate=gate):
+            (y,) = inputs
+            b, t, c = y.shape
+            return (y.view(b, t, len(gate), c // len(gate)) * gate[:, None]).view(b, t, c)
+
+        hooks.append(block.attn.o_proj.register_forward_pre_hook(pre_hook))
+    score = torch.zeros(len(gates), len(gates[0]))
+    try:
+        for x, y in batches:
+            grads = torch.autograd.grad(model.loss(x, y), gates)
+            score += torch.stack([g.abs() for g in grads])
+    finally:
+        for h in hooks:
+            h.remove()
+    return score
+
+
+def heads_to_keep(importance: torch.Tensor, n_prune: int) -> dict[int, list[int]]:
+    """``{block: kept heads}`` after removing the ``n_prune`` least important heads overall.
+
+    Every block keeps at least one head (its most important), so no block loses attention.
+    """
+    layers, heads = importance.shape
+    if not 0 <= n_prune <= layers * (heads - 1):
+        raise ValueError(
+            f"heads_to_keep: n_prune must be in 0..{layers * (heads - 1)}, got {n_prune}"
+        )
+    protected = importance.argmax(dim=1)
+    order = [
+        (float(importance[i, h]), i, h)
+        for i in range(layers)
+        for h in range(heads)
+        if h != int(protected[i])
+    ]
+    drop = {(i, h) for _, i, h in sorted(order)[:n_prune]}
+    return {i: [h for h in range(heads) if (i, h) not in drop] for i in range(layers)}

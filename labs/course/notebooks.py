@@ -290,22 +290,36 @@ def repository_setting() -> tuple[str, str]:
 
 
 def setup_cell_source(url: str | None = None, branch: str | None = None) -> str:
-    """The first code cell of every lab: install ``labs`` on Colab, do nothing elsewhere."""
+    """The first code cell of every lab: on Colab, install ``labs`` and what the labs need
+    (:mod:`labs.course.colab`), keeping Colab's torch; elsewhere, do nothing."""
     if url is None or branch is None:
         url, branch = repository_setting()
     return (
-        "# Set-up: on Google Colab, install this book's `labs` package from its repository.\n"
-        "# Anywhere else (a laptop, a workstation, the book's own build) this cell does nothing.\n"
+        "# Set-up: on Google Colab, install this book's `labs` package and the packages the labs\n"
+        "# need, keeping Colab's own PyTorch. Anywhere else (a laptop, a workstation, the book's\n"
+        "# own build) this cell does nothing.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
+        "    import importlib.metadata\n"
         "    import subprocess\n"
         "\n"
-        "    # --no-deps keeps Colab's own CUDA build of torch; numpy, matplotlib and ipywidgets\n"
-        "    # are preinstalled there.\n"
-        f'    package = "dlsys-labs @ git+{url}@{branch}"\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", package], '
-        "check=True)"
+        "    try:\n"
+        '        importlib.metadata.version("dlsys-labs")\n'
+        "        installed = True\n"
+        "    except importlib.metadata.PackageNotFoundError:\n"
+        "        installed = False\n"
+        "    if not installed:\n"
+        f'        package = "dlsys-labs @ git+{url}@{branch}"\n'
+        '        cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", package]\n'
+        "        if subprocess.run(cmd).returncode != 0:\n"
+        "            raise RuntimeError(\n"
+        '                f"Set-up: could not install {package} (pip\'s message is above); check "\n'
+        '                "that the runtime is connected to the internet and run this cell again"\n'
+        "            )\n"
+        "    from labs.course.colab import install_requirements\n"
+        "\n"
+        "    install_requirements()  # all but torch; quiet when everything is there"
     )
 
 

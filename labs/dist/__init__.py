@@ -34,10 +34,14 @@ Both accept torch tensors and numpy arrays (results are written into the array y
 global ranks as in torch; ``group_src`` / ``group_dst`` give a rank within the group instead.
 
 Ordinary ``torch.distributed`` programs run unchanged on emulated ranks with
-``python -m labs.dist.run --nproc_per_node 4 script.py`` (:mod:`labs.dist.run`), which swaps in
-these functions for torch's while the script runs: process-group set-up, subgroups,
-``P2POp`` / ``batch_isend_irecv``, ``all_to_all_single`` with uneven splits and the object
-collectives are in :mod:`labs.dist.compat`.  Every rank has its own torch, numpy and ``random``
+``python -m labs.dist.run --nproc_per_node 4 script.py`` (:mod:`labs.dist.run`).  On an
+emulated rank, ``init_process_group("gloo")`` (or ``"nccl"``) gives the rank a real
+``torch.distributed`` process group whose collectives run on the emulator
+(:mod:`labs.dist.backend`), so PyTorch's own ``DistributedDataParallel``, FSDP2
+(``fully_shard``), ``DeviceMesh`` / DTensor, functional collectives and
+``torch.distributed.checkpoint`` work there, traced like every other call.  Process-group set-up,
+subgroups, ``P2POp`` / ``batch_isend_irecv``, ``all_to_all_single`` with uneven splits and the
+object collectives of ``labs.dist`` itself are in :mod:`labs.dist.compat`.  Every rank has its own torch, numpy and ``random``
 state, as separate processes have (``labs/dist/_rng.py``): seed it inside the rank's program.
 
 Emulator semantics worth knowing: ``send`` / ``isend`` copy the tensor and return at once
@@ -77,6 +81,7 @@ from ._api import (
     send,
 )
 from ._common import ReduceOp, Work
+from ._torchrun import torchrun_backend
 from ._emulator import (
     CollectiveMismatchError,
     DeadlockError,
@@ -123,6 +128,7 @@ __all__ = [
     "launch",
     "last_trace",
     "is_emulated",
+    "torchrun_backend",
     "is_initialized",
     "get_rank",
     "get_world_size",
@@ -250,7 +256,10 @@ def get_rank(group: Any = None) -> int:
     ctx = _emu.current()
     if ctx is None:
         return _tr.get_rank(group)
-    return ctx.rank if group is None else group.index.get(ctx.rank, -1)
+    if group is None:
+        return ctx.rank
+    group = getattr(group, "_labs_group", group)  # a torch group of labs.dist.backend
+    return group.index.get(ctx.rank, -1) if hasattr(group, "index") else -1
 
 
 def get_world_size(group: Any = None) -> int:
@@ -260,17 +269,25 @@ def get_world_size(group: Any = None) -> int:
         return _tr.get_world_size(group)
     if group is None:
         return ctx.world.size
-    return group.size() if ctx.rank in group.index else -1
+    group = getattr(group, "_labs_group", group)  # a torch group of labs.dist.backend
+    return group.size() if ctx.rank in getattr(group, "index", ()) else -1
 
 
 def new_group(ranks: list[int] | None = None, **kwargs: Any) -> Any:
     """A group of the given global ranks (all ranks when None).
 
     As in torch, every rank must call ``new_group`` with the same ranks in the same order, also
-    ranks that are not members.  Extra torch keyword arguments (``backend``, ``timeout``) are
-    accepted and ignored by the emulator.
+    ranks that are not members.  Emulated, after ``init_process_group``: a torch process group of
+    the emulated backend (:mod:`labs.dist.backend`), else a :class:`Group`; extra torch keyword
+    arguments (``backend``, ``timeout``) go to torch, or are ignored by the emulator.
     """
     ctx = _emu.current()
     if ctx is None:
         return _tr.new_group(ranks)
+    if ctx.c10d_world is not None and ctx.c10d_world.default_pg is not None:
+        # torch's default group exists on this rank: a torch group (of labs.dist.backend),
+        # which PyTorch's own modules (DDP, DeviceMesh) accept
+        from torch.distributed import distributed_c10d
+
+        return distributed_c10d.new_group(ranks, **kwargs)
     return _p2p.new_group(ctx, ranks)

@@ -160,6 +160,8 @@ class World(Turns):
         self.trace = Trace(world_size)
         self.world_group = Group(0, list(range(world_size)))
         self.groups: dict[int, Group] = {}
+        self.pg_groups: dict[tuple, Group] = {}  # groups of torch process groups (backend.py)
+        self.store: Any = None  # the torch Store those groups share (made on first use)
         self.slots: dict[tuple[int, int], _Slot] = {}
         # point-to-point: channel (src, dst, tag) -> {sequence number: message}
         self.msgs: dict[tuple[int, int, int], dict[int, _Msg]] = defaultdict(dict)

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from . import _emulator, _rng
+from . import _emulator, _rng, _torch_world
 from ._emulator import DistError, DistTimeoutError, World, _Abort, _tls
 from ._rank import RankContext
 from ._sched import batch_scheduling
@@ -53,6 +53,11 @@ def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, time
 
 
 def _run(fn, world_size, args, kwargs, timeout, serial):
+    with _torch_world.installed():  # torch.distributed's tables per rank (_torch_world.py)
+        return _run_ranks(fn, world_size, args, kwargs, timeout, serial)
+
+
+def _run_ranks(fn, world_size, args, kwargs, timeout, serial):
     world = World(world_size, serial)
     results: list[Any] = [None] * world_size
     failures: dict[int, BaseException] = {}

@@ -56,12 +56,15 @@ def resolve_group(ctx: RankContext, group: Any, fn: str) -> Group:
     w = ctx.world
     if group is None:
         return w.world_group
+    group = getattr(group, "_labs_group", group)  # a torch process group of labs.dist.backend
     if not isinstance(group, Group):
         raise TypeError(
-            f"rank {ctx.rank}: {fn}: group must come from labs.dist.new_group, got "
-            f"{type(group).__name__}"
+            f"rank {ctx.rank}: {fn}: group must come from labs.dist.new_group or "
+            f"torch.distributed.new_group, got {type(group).__name__}"
         )
-    if group is not w.world_group and w.groups.get(group.gid - 1) is not group:
+    if (group is not w.world_group and w.pg_groups.get(group.gid[1:]) is not group
+            if isinstance(group.gid, tuple) else
+            group is not w.world_group and w.groups.get(group.gid - 1) is not group):  # fmt: skip
         raise ValueError(f"rank {ctx.rank}: {fn}: {group} was made by a different launch")
     if ctx.rank not in group.index:
         raise NotMember(fn, group)

@@ -37,6 +37,8 @@ class RankContext:
         self.np_memo: tuple | None = None  # see labs.dist._reduce.small_view
         self.rng = None  # this rank's _rng.RankRandom in serial runs (per_rank_rng=True)
         self.has_baton = False
+        self.pg_counts: dict[tuple[int, ...], int] = {}  # torch groups made, by ranks (backend.py)
+        self.c10d_world: Any = None  # this rank's torch.distributed world (backend.py)
 
     def now(self) -> float:
         """Seconds since the launch started."""

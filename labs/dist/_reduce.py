@@ -79,14 +79,16 @@ def numpy_view(t: torch.Tensor) -> np.ndarray | None:
     not resizable for good: a buffer that went through a collective must stay usable as under
     ``torch.distributed`` (FSDP frees and re-allocates weights with ``untyped_storage().resize_``).
     A view is only ever used while its tensor is alive and unchanged (inside the call that made
-    it, or checked by :func:`small_view`).
+    it, or checked by :func:`small_view`).  Older numpy (1.26 to 2.1) imports DLPack buffers read-only;
+    there the answer is None too, and the callers reduce with torch ops.
     """
     if not t.is_cpu:
         return None
     try:
-        return np.from_dlpack(_EXPORT(t))
+        v = np.from_dlpack(_EXPORT(t))
     except (TypeError, ValueError, RuntimeError, BufferError):  # bfloat16, conj bit, ...
         return None
+    return v if v.flags.writeable else None
 
 
 def numpy_views(ts: list[torch.Tensor]) -> list[np.ndarray] | None:

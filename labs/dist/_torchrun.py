@@ -36,6 +36,17 @@ def env_rank() -> tuple[int, int] | None:
     return None
 
 
+def torchrun_backend() -> str:
+    """``"nccl"`` when this node has a GPU for each of its processes, else ``"gloo"``.
+
+    NCCL needs one GPU per process: with ``LOCAL_WORLD_SIZE`` processes on a node (torchrun sets
+    it; ``WORLD_SIZE`` when absent) it is chosen only if ``torch.cuda.device_count()`` is at least
+    that; two processes on a one-GPU workstation, or any CPU machine, run on gloo.
+    """
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local else "gloo"
+
+
 def launch(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, timeout: float):
     """Initialise torch.distributed if needed, run ``fn`` for this rank, tear down."""
     rank, ws = env_rank()  # type: ignore[misc]
@@ -46,7 +57,7 @@ def launch(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, t
         )
     created = False
     if not tdist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = torchrun_backend()
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         tdist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))

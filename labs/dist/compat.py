@@ -17,9 +17,11 @@ from typing import Any
 
 import torch
 import torch.distributed as tdist
+from torch.distributed import distributed_c10d as dc10d
 
 from . import _emulator as _emu
 from . import _exchange as _ex
+from . import _torch_world
 from ._common import Work
 
 __all__ = [
@@ -48,11 +50,17 @@ def init_process_group(backend: Any = None, init_method: Any = None, timeout: An
                        world_size: int = -1, rank: int = -1, store: Any = None,
                        group_name: str = "", pg_options: Any = None,
                        device_id: Any = None) -> None:  # fmt: skip
-    """Join the default process group.  Emulated: the ranks already exist; ``rank`` and
-    ``world_size`` (when given) must agree with them, the other arguments are ignored."""
+    """Join the default process group.
+
+    Emulated: the ranks already exist; ``rank`` and ``world_size`` (when given) must agree with
+    them.  ``backend`` ``"gloo"`` (or None, or ``"cpu:gloo"``) and ``"nccl"`` (one notice: no
+    GPUs here) create torch's default process group on the emulated backend
+    (:mod:`labs.dist.backend`), so that PyTorch's own DDP, FSDP2 and DTensor work; the other
+    arguments are ignored.
+    """
     ctx = _emu.current()
     if ctx is None:
-        tdist.init_process_group(backend, init_method, timeout, world_size, rank, store,
+        dc10d.init_process_group(backend, init_method, timeout, world_size, rank, store,
                                  group_name, pg_options, device_id=device_id)  # fmt: skip
         return
     for name, given, actual in (("rank", rank, ctx.rank), ("world_size", world_size,
@@ -62,15 +70,18 @@ def init_process_group(backend: Any = None, init_method: Any = None, timeout: An
                 f"rank {ctx.rank}: init_process_group: {name}={given} but this emulated rank has "
                 f"{name} {actual}; leave {name} out or pass the launched value"
             )
+    _torch_world.init_emulated(ctx, backend, timeout)
     ctx.initialized = True
 
 
 def destroy_process_group(group: Any = None) -> None:
-    """Leave the process group (emulated: nothing to free)."""
+    """Leave the process group (emulated: the rank's torch process groups are forgotten)."""
     ctx = _emu.current()
     if ctx is None:
         tdist.destroy_process_group(group)
         return
+    if dc10d._world.default_pg is not None:
+        dc10d.destroy_process_group(group)
     if group is None:
         ctx.initialized = False
 
@@ -87,7 +98,9 @@ def get_process_group_ranks(group: Any) -> list[int]:
     ctx = _emu.current()
     if ctx is None:
         return tdist.get_process_group_ranks(group)
-    return list(range(ctx.world.size)) if group is None else list(group.ranks)
+    if group is None:
+        return list(range(ctx.world.size))
+    return list(getattr(group, "_labs_group", group).ranks)
 
 
 def get_global_rank(group: Any, group_rank: int) -> int:

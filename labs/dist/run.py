@@ -6,7 +6,11 @@ starts 4 emulated ranks (threads of this process, see :func:`labs.dist.launch`);
 ``my_script.py`` as ``__main__``.  While the script runs, the functions of ``torch.distributed``
 that the emulator provides (``init_process_group``, ``get_rank``, ``all_reduce``,
 ``batch_isend_irecv``, the object collectives, ...) are replaced by those of :mod:`labs.dist`, so
-the script needs no edit; they are restored afterwards.  As with ``torchrun --tee 3``, every
+the script needs no edit; they are restored afterwards.  Once a rank has called
+``init_process_group``, it has a real process group of the emulated backend
+(:mod:`labs.dist.backend`) and torch's own functions run again (all but :data:`ALWAYS`): what
+they return is what PyTorch's modules expect (DDP's comm hooks call ``get_future()``, FSDP2
+waits on torch ``Work`` objects).  As with ``torchrun --tee 3``, every
 line a rank prints is prefixed with ``[default<rank>]:`` (one rank's lines stay in order; the
 ranks' outputs are printed one after the other when the run ends).
 
@@ -66,18 +70,47 @@ def _deprecated(name: str, new: str, fn):
     return wrapper
 
 
+# the names whose labs.dist version still adds something once torch's process group exists
+ALWAYS = ("init_process_group", "get_backend", "monitored_barrier", "P2POp", "batch_isend_irecv")
+
+
+def _torch_group_ready() -> bool:
+    """True on an emulated rank whose torch default process group exists (labs.dist.backend)."""
+    ctx = _emu.current()
+    w = getattr(ctx, "c10d_world", None)
+    return w is not None and w.default_pg is not None
+
+
+def _by_state(name: str, ours, theirs):
+    """Before ``init_process_group``, ``labs.dist``'s function; after it, torch's own, which
+    reaches the rank's process group of the emulated backend (:mod:`labs.dist.backend`): its
+    work handles are torch's, as PyTorch's modules (DDP comm hooks, FSDP2) expect."""
+
+    @functools.wraps(theirs)
+    def wrapper(*args, **kwargs):
+        return (theirs if _torch_group_ready() else ours)(*args, **kwargs)
+
+    wrapper.__name__ = name
+    return wrapper
+
+
 @contextlib.contextmanager
 def patched_torch_distributed() -> Iterator[None]:
-    """Replace the :data:`PATCHED` functions of ``torch.distributed`` by ``labs.dist``'s."""
+    """Replace the :data:`PATCHED` functions of ``torch.distributed`` by ``labs.dist``'s (only
+    :data:`ALWAYS` once the rank's torch process group exists, see :func:`_by_state`)."""
     from labs import dist
 
     saved = {name: getattr(tdist, name) for name in PATCHED if hasattr(tdist, name)}
     try:
         for name in PATCHED:
+            if not hasattr(tdist, name):
+                continue
+            ours = getattr(dist, name)
             if name in DEPRECATED and hasattr(tdist, DEPRECATED[name]):  # torch warns too
-                setattr(tdist, name, _deprecated(name, DEPRECATED[name], getattr(dist, name)))
-            elif hasattr(tdist, name):
-                setattr(tdist, name, getattr(dist, name))
+                ours = _deprecated(name, DEPRECATED[name], ours)
+            if name not in ALWAYS:
+                ours = _by_state(name, ours, saved[name])
+            setattr(tdist, name, ours)
         yield
     finally:
         for name, f in saved.items():

@@ -7,6 +7,9 @@
 * :mod:`~labs.inference.batching` -- static and continuous batching: scheduler, engine, simulator.
 * :mod:`~labs.inference.speculative` -- speculative decoding with a draft model.
 * :mod:`~labs.inference.int8` -- int8 weight-only quantization of the linear layers.
+* :mod:`~labs.inference.prefix_cache` -- prefix caching: full blocks found by chained hashes.
+* :mod:`~labs.inference.chunked_prefill` -- chunked prefill under a per-step token budget.
+* :mod:`~labs.inference.kv_quant` -- an int8 KV cache with one scale per token and head.
 """
 
 from labs.inference.kv_cache import KVCache, forward_cached, generate, stream

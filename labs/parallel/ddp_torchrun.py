@@ -77,8 +77,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None, help="save the DDP gradients here (rank 0)")
     args = parser.parse_args()
-    # NCCL needs one GPU per process; with fewer GPUs (or none) run on the CPU with gloo.
-    backend = "nccl" if torch.cuda.device_count() >= int(os.environ["WORLD_SIZE"]) else "gloo"
+    # NCCL needs one GPU per process on each node; with fewer GPUs (or none) gloo on the CPU.
+    backend = dist.torchrun_backend()
     tdist.init_process_group(backend)
     rank, world = tdist.get_rank(), tdist.get_world_size()
     device = torch.device(

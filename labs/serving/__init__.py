@@ -2,13 +2,19 @@
 
 One concern per module::
 
-    engine.py         load or train the model; batched, cancellable token-by-token generation
-    limits.py         token bucket, leaky bucket, fixed window, sliding window (injectable clock)
+    engine.py         LLMEngine: Chapter 10's continuous-batching scheduler over the paged KV
+                      cache, per-request sampling and errors; train / save / load the model
+    static.py         the former engine (static padded batches, no KV cache), a baseline
+    replay.py         both engines on one request trace, on a virtual clock
+    protocol.py       the OpenAI-compatible request/response/error objects, the chat template
+    gate.py           ASGI middleware: key, rate limit, content type and size before the body;
+                      metrics for every status, the access log
+    app.py            create_app(): /v1/completions, /v1/chat/completions, /v1/models, health, metrics
+    __main__.py       python -m labs.serving --host 127.0.0.1 --port 8000 (checked options, timeouts)
+    limits.py         token bucket, leaky bucket, fixed window, sliding window; a Redis-shared limit
     auth.py           API keys from the environment or a file, checked in constant time
-    batcher.py        asyncio adaptive batcher: max batch size, max wait, bounded queue
+    batcher.py        the adaptive batching rule of general model servers (max size, max wait)
     metrics.py        Prometheus metrics of the service, and quantiles read back from /metrics
-    app.py            create_app(): the FastAPI application (health, completions, SSE, metrics)
-    __main__.py       python -m labs.serving --host 127.0.0.1 --port 8000
     server.py         start/stop the service (and redis-server) as subprocesses on a free port
     loadgen.py        async httpx load generator with bounded concurrency, SSE client
     hpa.py            Kubernetes HPA rule simulated on a traffic trace

@@ -1,63 +1,162 @@
 """Start the service: ``python -m labs.serving --host 127.0.0.1 --port 8000``.
 
 API keys come from ``$DLSYS_API_KEYS`` (comma-separated), ``$DLSYS_API_KEYS_FILE`` or
-``--api-keys-file``. Without ``--checkpoint`` the tiny GPT is trained for ``--train-steps``
-steps first (seeded; a few seconds).
+``--api-keys-file``. Every option is checked before the model is loaded or trained, and a bad
+one ends the program with a one-line error (exit status 2). Without ``--checkpoint`` the tiny
+GPT is trained for ``--train-steps`` steps first (seeded; seconds).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import sys
 
 import torch
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from labs.serving.app import create_app
 from labs.serving.auth import load_api_keys
-from labs.serving.engine import Engine
+from labs.serving.engine import LLMEngine, load_checkpoint, train_tiny
+from labs.serving.limits import SharedLimit, make_limiter
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, closing a connection that has not sent a complete request
+    head within ``header_timeout`` seconds (a slow or half-open client holds no slot)."""
+
+    header_timeout = 10.0
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._head_timer = self.loop.call_later(self.header_timeout, self._head_deadline)
+
+    def _head_deadline(self) -> None:
+        if self.cycle is None and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_lost(self, exc) -> None:
+        self._head_timer.cancel()
+        super().connection_lost(exc)
+
+
+def _positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"  # argparse names it in its error
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """One line (not the whole usage), exit status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m labs.serving",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    a = p.add_argument
+    a("--host", default="127.0.0.1", help="address to bind (0.0.0.0: every interface)")
+    a("--port", type=int, default=8000, help="TCP port")
+    a("--checkpoint", help="safetensors file written by labs.serving.engine.save_checkpoint")
+    a("--train-steps", type=int, default=150, help="without --checkpoint (0: untrained)")
+    a("--context-length", type=_positive(int), default=128, help="tokens, of a trained model")
+    a("--api-keys-file", help="one key per line (else $DLSYS_API_KEYS[_FILE])")
+    a("--model-name", default="tiny-gpt", help="the id in /v1/models")
+    a("--max-batch-size", type=_positive(int), default=16, help="requests decoding together")
+    a("--max-queue", type=_positive(int), default=64, help="waiting requests; then 503")
+    a("--max-tokens-limit", type=_positive(int), default=256)
+    a("--limiter", default="token_bucket",
+      choices=["token_bucket", "leaky_bucket", "fixed_window", "sliding_window", "none"])  # fmt: skip
+    a("--rate", type=float, default=10.0, help="requests per second per key (limiter)")
+    a("--burst", type=float, default=20.0, help="burst size per key (limiter), >= 1")
+    a("--shared-limit", help='e.g. "5/second", shared by replicas; needs --storage-uri')
+    a("--storage-uri", help="e.g. redis://127.0.0.1:6379; needs --shared-limit")
+    a("--on-storage-error", choices=["closed", "open"], default="closed",
+      help="storage unreachable: refuse with 503 and report not ready (closed), or admit (open)")  # fmt: skip
+    a("--max-body-bytes", type=_positive(int), default=65536)
+    a("--body-timeout", type=_positive(float), default=10.0, help="s per body chunk (408)")
+    a("--header-timeout", type=_positive(float), default=10.0, help="s for the request head")
+    a("--keep-alive-timeout", type=_positive(int), default=5, help="s an idle connection stays")
+    a("--max-connections", type=_positive(int), default=256, help="then 503")
+    a("--shutdown-timeout", type=_positive(int), default=10, help="s to drain on SIGTERM")
+    a("--docs", action="store_true", help="serve /docs and /openapi.json")
+    a("--quiet", action="store_true", help="no access log")
+    a("--threads", type=_positive(int), default=1, help="torch intra-op threads")
+    return p
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m labs.serving", description=__doc__.split("\n")[0])
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--checkpoint", help="safetensors file written by engine.save_checkpoint")
-    p.add_argument("--train-steps", type=int, default=150)
-    p.add_argument("--api-keys-file")
-    p.add_argument("--max-batch-size", type=int, default=8)
-    p.add_argument("--max-wait-ms", type=float, default=5.0)
-    p.add_argument("--max-queue", type=int, default=64)
-    p.add_argument(
-        "--limiter", choices=["token_bucket", "leaky_bucket", "fixed_window", "sliding_window"]
-    )
-    p.add_argument("--rate", type=float, default=10.0, help="requests per second per key")
-    p.add_argument("--burst", type=float, default=20.0, help="burst size per key")
-    p.add_argument("--shared-limit", help='e.g. "5/second", kept in --storage-uri')
-    p.add_argument("--storage-uri", help="e.g. redis://127.0.0.1:6379")
-    p.add_argument("--max-tokens-limit", type=int, default=256)
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p = parser()
     args = p.parse_args(argv)
-
-    torch.set_num_threads(args.threads)
-    try:
+    limiter = None if args.limiter == "none" else args.limiter
+    try:  # every check before the (slow) model
         keys = load_api_keys(args.api_keys_file)
-    except ValueError as err:
+        if not 0 < args.port < 65536:
+            raise ValueError(f"--port must be in 1..65535, got {args.port}")
+        if limiter and not (args.rate > 0 and args.burst >= 1):
+            raise ValueError(f"--rate must be > 0 and --burst >= 1, got {args.rate}, {args.burst}")
+        if limiter:
+            make_limiter(limiter, args.rate, args.burst)
+        if bool(args.shared_limit) != bool(args.storage_uri):
+            raise ValueError("--shared-limit and --storage-uri go together: give both or neither")
+        if args.shared_limit:
+            SharedLimit(args.shared_limit, args.storage_uri)
+        if args.train_steps < 0:
+            raise ValueError(f"--train-steps must be >= 0, got {args.train_steps}")
+    except (ValueError, OSError) as err:
         p.error(str(err))
-    engine = Engine.load(args.checkpoint, train_steps=args.train_steps)
+    torch.set_num_threads(args.threads)
+    if args.checkpoint:
+        try:
+            model = load_checkpoint(args.checkpoint)
+        except (OSError, ValueError) as err:
+            p.error(f"--checkpoint: {err}")
+    else:
+        model = train_tiny(args.train_steps, block_size=args.context_length)
+    engine = LLMEngine(model, max_batch=args.max_batch_size, max_waiting=args.max_queue)
     app = create_app(
         engine,
         keys,
-        max_batch_size=args.max_batch_size,
-        max_wait_s=args.max_wait_ms / 1000,
-        max_queue=args.max_queue,
-        limiter=args.limiter,
+        model_name=args.model_name,
+        limiter=limiter,
         rate=args.rate,
         burst=args.burst,
         shared_limit=args.shared_limit,
         storage_uri=args.storage_uri,
+        fail_open=args.on_storage_error == "open",
         max_tokens_limit=args.max_tokens_limit,
+        max_body_bytes=args.max_body_bytes,
+        body_timeout_s=args.body_timeout,
+        docs=args.docs,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    logging.getLogger("labs.serving.access").setLevel(
+        logging.WARNING if args.quiet else logging.INFO
+    )
+    GuardedH11.header_timeout = args.header_timeout
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        http=GuardedH11,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=args.keep_alive_timeout,
+        timeout_graceful_shutdown=args.shutdown_timeout,
+        limit_concurrency=args.max_connections,
+    )
+    asyncio.run(uvicorn.Server(config).serve())
 
 
 if __name__ == "__main__":

@@ -1,210 +1,278 @@
-"""``create_app``: the tiny GPT behind FastAPI.
+"""``create_app``: the tiny GPT behind an OpenAI-compatible HTTP API (FastAPI).
 
 Routes::
 
-    GET  /health             {"status": "ok"}; no key needed (for load balancers and probes)
-    GET  /metrics            Prometheus text format; no key needed
-    POST /v1/completions     {"prompt": ..., "max_tokens": 16, "temperature": 0, "stream": false}
+    POST /v1/completions         OpenAI's completions API (one prompt string)
+    POST /v1/chat/completions    OpenAI's chat API, through the chat template of protocol.chat_prompt
+    GET  /v1/models              the one served model
+    GET  /health/live            200 while the process runs (liveness probe)
+    GET  /health/ready, /health  200 when it can serve, 503 and the reasons otherwise (readiness)
+    GET  /metrics                Prometheus text format
 
-Every completion passes, in order: API key (401), rate limit per key (429 + Retry-After), request
-validation (422 naming the field), the bounded queue of the batcher (503 + Retry-After), then the
-model. With ``"stream": true`` tokens arrive as Server-Sent Events; a client that disconnects
-cancels its generation at the next token.
+A request passes the :class:`~labs.serving.gate.Gate` (key, rate limit, content type, declared
+size) before its body is read; then the body is read with a size limit and a timeout, validated
+(:mod:`labs.serving.protocol`), and submitted to the engine (:class:`~labs.serving.engine.
+LLMEngine`: continuous batching over the paged KV cache; 503 + ``Retry-After`` when its queue is
+full). Tokens come back from the engine thread through an asyncio queue; a client that
+disconnects, streaming or not, cancels its request at the next engine step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
-from collections.abc import Callable
+import uuid
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
-from fastapi import Depends, FastAPI, HTTPException, Response
-from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
-from labs.serving.auth import api_key_dependency
-from labs.serving.batcher import AdaptiveBatcher, Overloaded
-from labs.serving.engine import Engine, GenRequest
-from labs.serving.limits import KeyedLimiter, make_limiter
+from labs.serving import protocol as P
+from labs.serving.engine import GenRequest, LLMEngine, Overloaded
+from labs.serving.gate import Gate
+from labs.serving.limits import KeyedLimiter, SharedLimit, make_limiter
 from labs.serving.metrics import ServiceMetrics
 
-__all__ = ["CompletionRequest", "create_app"]
+__all__ = ["create_app"]
 
 
-class CompletionRequest(BaseModel):
-    """The JSON body of ``POST /v1/completions``."""
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The body, at most ``limit`` bytes (413), each chunk within ``timeout_s`` seconds (408)."""
+    parts, n = [], 0
+    stream = request.stream().__aiter__()
+    while True:
+        try:
+            part = await asyncio.wait_for(stream.__anext__(), timeout_s)
+        except StopAsyncIteration:
+            return b"".join(parts)
+        except TimeoutError:
+            raise P.APIError(408, f"request body not received within {timeout_s} s",
+                             code="timeout") from None  # fmt: skip
+        except ClientDisconnect:
+            raise P.APIError(400, "client disconnected while sending the body") from None
+        n += len(part)
+        if n > limit:
+            raise P.APIError(413, f"request body over {limit} bytes", code="request_too_large")
+        parts.append(part)
 
-    prompt: str = Field(min_length=1, description="text to continue (newline, printable ASCII)")
-    max_tokens: int = Field(16, ge=1, description="tokens to generate")
-    temperature: float = Field(0.0, ge=0.0, le=5.0, description="0 = greedy")
-    seed: int = Field(0, ge=0, description="seed of the sampler when temperature > 0")
-    stream: bool = Field(False, description="send tokens as Server-Sent Events")
 
-
-@dataclass
-class _Job:
-    req: GenRequest
-    arrived: float
-    tokens: asyncio.Queue = field(default_factory=asyncio.Queue)
-    first_token_at: float | None = None
-    error: str | None = None
-
-
-def _shared_limiter(rate_limit: str, storage_uri: str) -> Callable[[str], tuple[bool, float]]:
-    """A limit stored in Redis (or any storage of the ``limits`` package, which slowapi wraps),
-    shared by every server process that points at the same storage."""
-    from limits import parse, storage, strategies
-
-    item = parse(rate_limit)
-    strategy = strategies.MovingWindowRateLimiter(storage.storage_from_string(storage_uri))
-
-    def allow(key: str) -> tuple[bool, float]:
-        if strategy.hit(item, "llm", key):
-            return True, 0.0
-        reset = strategy.get_window_stats(item, "llm", key).reset_time
-        return False, max(0.0, reset - time.time())
-
-    return allow
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the body must have been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(
-    engine: Engine,
+    engine: LLMEngine,
     api_keys: list[str],
     *,
-    max_batch_size: int = 8,
-    max_wait_s: float = 0.005,
-    max_queue: int = 64,
-    limiter: str | None = None,
+    model_name: str = "tiny-gpt",
+    limiter: str | None = "token_bucket",
     rate: float = 10.0,
     burst: float = 20.0,
     shared_limit: str | None = None,
     storage_uri: str | None = None,
-    max_prompt_chars: int = 2000,
+    fail_open: bool = False,
     max_tokens_limit: int = 256,
+    max_body_bytes: int = 65536,
+    body_timeout_s: float = 10.0,
+    docs: bool = False,
 ) -> FastAPI:
-    """The service as a FastAPI app (serve it with uvicorn).
+    """The service as an ASGI app (serve it with uvicorn; see ``python -m labs.serving``).
 
     Args:
-        engine: the model; see :class:`labs.serving.engine.Engine`.
+        engine: the engine; its thread is started and stopped with the app (lifespan).
         api_keys: accepted keys (see :func:`labs.serving.auth.load_api_keys`).
-        max_batch_size, max_wait_s, max_queue: the batcher's settings (batch size 1 = no batching).
-        limiter: ``None`` or one of ``token_bucket``, ``leaky_bucket``, ``fixed_window``,
-            ``sliding_window``, applied per API key with ``rate`` requests/s and bursts of ``burst``.
-        shared_limit, storage_uri: a limit such as ``"5/second"`` kept in shared storage such as
-            ``redis://127.0.0.1:6379`` so that several server processes enforce it together.
-        max_prompt_chars, max_tokens_limit: larger requests are rejected with 422.
+        model_name: the id of the served model in ``/v1/models`` and responses.
+        limiter, rate, burst: per-key limit (``None`` for none): one of ``token_bucket``,
+            ``leaky_bucket``, ``fixed_window``, ``sliding_window``, ``rate`` requests/s on
+            average, bursts of ``burst``. Invalid settings raise ``ValueError`` here.
+        shared_limit, storage_uri, fail_open: a limit such as ``"5/second"`` shared by replicas
+            through storage such as ``redis://127.0.0.1:6379``; both or neither. When the storage
+            is unreachable: admit (``fail_open``) or answer 503 and report not ready.
+        max_tokens_limit: the largest ``max_tokens`` accepted.
+        max_body_bytes, body_timeout_s: request body limits (413, 408).
+        docs: serve ``/docs`` and ``/openapi.json`` (off by default).
     """
+    if bool(shared_limit) != bool(storage_uri):
+        raise ValueError("shared_limit and storage_uri go together: give both or neither")
+    if limiter is not None:
+        if not (rate > 0 and burst >= 1):
+            raise ValueError(f"rate must be > 0 and burst >= 1, got rate={rate}, burst={burst}")
+        make_limiter(limiter, rate, burst)  # raises ValueError on a bad kind
     metrics = ServiceMetrics()
     keyed = KeyedLimiter(lambda: make_limiter(limiter, rate, burst)) if limiter else None
-    shared = _shared_limiter(shared_limit, storage_uri) if shared_limit and storage_uri else None
-    require_key = api_key_dependency(api_keys)
-
-    async def process(batch: list[_Job]) -> None:
-        loop = asyncio.get_running_loop()
-        metrics.batch_size.observe(len(batch))
-        metrics.queue_depth.set(batcher.depth)
-        metrics.active.inc(len(batch))
-        for job in batch:
-            job.req.on_token = lambda tok, q=job.tokens: loop.call_soon_threadsafe(
-                q.put_nowait, tok
-            )
-        start = time.perf_counter()
-        try:
-            await asyncio.to_thread(engine.run, [j.req for j in batch])
-        except Exception as err:  # reported to every client of the batch as a 500
-            for job in batch:
-                job.error = f"generation failed: {type(err).__name__}: {err}"
-            raise
-        finally:
-            n = sum(len(j.req.output) for j in batch)
-            metrics.tokens.inc(n)
-            metrics.tokens_per_s.set(n / max(time.perf_counter() - start, 1e-9))
-            metrics.active.dec(len(batch))
-            for job in batch:  # the end marker comes after every token the thread queued
-                loop.call_soon_threadsafe(job.tokens.put_nowait, None)
-
-    batcher: AdaptiveBatcher[_Job] = AdaptiveBatcher(process, max_batch_size, max_wait_s, max_queue)
+    shared = SharedLimit(shared_limit, storage_uri, fail_open) if shared_limit else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        await batcher.start()
+        engine.start()
         yield
-        await batcher.stop()
+        engine.stop()
 
-    app = FastAPI(title="dlsys tiny GPT", lifespan=lifespan)
-    app.state.engine, app.state.metrics, app.state.batcher = engine, metrics, batcher
+    off = {"docs_url": None, "redoc_url": None, "openapi_url": None}
+    app = FastAPI(title="dlsys tiny GPT", lifespan=lifespan, **({} if docs else off))
+    app.state.engine, app.state.metrics = engine, metrics
+    engine.on_step = metrics.batch_size.observe
+    app.add_middleware(Gate, keys=api_keys, metrics=metrics, keyed=keyed, shared=shared,
+                       max_body_bytes=max_body_bytes)  # fmt: skip
 
-    def fail(status: int, detail, headers: dict | None = None):
-        metrics.requests.labels(str(status)).inc()
-        return HTTPException(status, detail=detail, headers=headers)
+    @app.exception_handler(P.APIError)
+    async def api_error(request, err: P.APIError):
+        return JSONResponse(err.body(), err.status, headers=err.headers)
 
-    async def rate_limited(key: str = Depends(require_key)) -> str:
-        for check in (keyed.allow if keyed else None, shared):
-            if check is None:
-                continue
-            ok, wait = check(key)
-            if not ok:
-                raise fail(429, "rate limit exceeded", {"Retry-After": str(math.ceil(wait))})
-        return key
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, err: StarletteHTTPException):
+        msg = {404: "no such endpoint", 405: "method not allowed"}.get(err.status_code, err.detail)
+        return JSONResponse(P.error_body(msg, "invalid_request_error"), err.status_code,
+                            headers=getattr(err, "headers", None))  # fmt: skip
 
+    @app.get("/health/live")
+    async def live() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/health/ready")
     @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok", "queue_depth": batcher.depth}
+    async def ready():
+        problems = []
+        if engine._thread is None or not engine._thread.is_alive():
+            problems.append("engine not running")
+        if shared is not None and not await asyncio.to_thread(shared.healthy):
+            problems.append(
+                "rate-limit storage unreachable" + (" (failing open)" if fail_open else "")
+            )
+        blocking = [p for p in problems if "failing open" not in p]
+        body = {"status": "unavailable" if blocking else "ok", "problems": problems,
+                "queue_depth": engine.depth, "running": engine.running}  # fmt: skip
+        return JSONResponse(body, 503 if blocking else 200)
 
     @app.get("/metrics")
     async def prometheus() -> Response:
-        metrics.queue_depth.set(batcher.depth)
+        metrics.queue_depth.set(engine.depth)
+        metrics.active.set(engine.running)
+        metrics.steps.set(engine.steps)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
+    @app.get("/v1/models")
+    async def models() -> dict:
+        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "dlsys"}
+        return {"object": "list", "data": [card]}
+
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest, key: str = Depends(rate_limited)):
+    async def completions(request: Request):
+        return await serve(request, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await serve(request, chat=True)
+
+    async def serve(request: Request, chat: bool):
         arrived = time.perf_counter()
-        if len(body.prompt) > max_prompt_chars:
-            raise fail(422, f"prompt: {len(body.prompt)} characters, at most {max_prompt_chars}")
-        if body.max_tokens > max_tokens_limit:
-            raise fail(422, f"max_tokens: {body.max_tokens} asked, at most {max_tokens_limit}")
+        raw = await _read_body(request, max_body_bytes, body_timeout_s)
+        body = P.parse_request(P.ChatCompletionRequest if chat else P.CompletionRequest, raw)
+        if body.model not in (None, model_name):
+            raise P.APIError(404, f"model {body.model!r} does not exist; this server serves "
+                             f"{model_name!r}", param="model", code="model_not_found")  # fmt: skip
+        text = P.chat_prompt(body.messages) if chat else body.prompt
+        param = "messages" if chat else "prompt"
         try:
-            prompt = engine.encode(body.prompt)
-        except ValueError as err:
-            raise fail(422, f"prompt: {err}") from None
-        job = _Job(GenRequest(prompt, body.max_tokens, body.temperature, body.seed), arrived)
+            ids = engine.encode(text)
+        except ValueError:
+            raise P.APIError(400, f"{param}: only newline and printable ASCII characters are "
+                             "supported by this model's tokenizer", param=param) from None  # fmt: skip
+        n_new = (getattr(body, "max_completion_tokens", None) or body.max_tokens) or 16
+        if n_new > max_tokens_limit:
+            raise P.APIError(400, f"max_tokens: {n_new} asked, at most {max_tokens_limit}",
+                             param="max_tokens")  # fmt: skip
+        if len(ids) + n_new > engine.context_length:
+            raise P.APIError(400, f"this model's context is {engine.context_length} tokens; the "
+                             f"prompt has {len(ids)} and max_tokens is {n_new}", param=param,
+                             code="context_length_exceeded")  # fmt: skip
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+        first = []
+
+        def on_text(piece: str) -> None:
+            if not first:
+                first.append(time.perf_counter())
+                metrics.ttft.observe(first[0] - arrived)
+            loop.call_soon_threadsafe(events.put_nowait, piece)
+
+        def on_finish(r: GenRequest) -> None:
+            metrics.tokens.inc(len(r.output))
+            metrics.finished.labels(r.finish_reason).inc()
+            if r.finish_reason in ("stop", "length"):
+                metrics.latency.observe(time.perf_counter() - arrived)
+            loop.call_soon_threadsafe(events.put_nowait, None)
+
+        stops = body.stops() + (("\nUser:",) if chat else ())
+        req = GenRequest(ids, n_new, body.temperature, body.top_p, body.seed, stops,
+                         on_text=on_text, on_finish=on_finish)  # fmt: skip
         try:
-            batcher.submit(job)
+            engine.submit(req)
         except Overloaded as err:
-            raise fail(503, f"server overloaded: {err}", {"Retry-After": "1"}) from None
-        metrics.queue_depth.set(batcher.depth)
-
-        async def tokens():
-            while (tok := await job.tokens.get()) is not None:
-                if job.first_token_at is None:
-                    job.first_token_at = time.perf_counter()
-                    metrics.ttft.observe(job.first_token_at - arrived)
-                yield tok
-            if job.error:
-                raise fail(500, job.error)
-            metrics.latency.observe(time.perf_counter() - arrived)
-            metrics.requests.labels("200").inc()
-
-        if not body.stream:
-            ids = [tok async for tok in tokens()]
-            return {"text": engine.decode(ids), "tokens": len(ids), "model": "tiny-gpt"}
-
-        async def events():
-            finished = False
-            try:
-                async for tok in tokens():
-                    yield f"data: {json.dumps({'token': engine.decode([tok])})}\n\n"
-                finished = True
-                yield "data: [DONE]\n\n"
-            finally:
-                if not finished:  # the client went away (or the server is stopping)
-                    job.req.cancelled.set()
-                    metrics.cancelled.inc()
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+            raise P.APIError(503, f"server overloaded: {err}", "server_error", code="overloaded",
+                             headers={"Retry-After": "1"}) from None  # fmt: skip
+        name = model_name
+        if body.stream:
+            usage = bool(body.stream_options and body.stream_options.include_usage)
+            return _stream(request, req, events, chat, name, len(ids), usage, metrics)
+        gone = asyncio.create_task(_disconnected(request))
+        while True:  # drain the text pieces; None marks the end
+            getter = asyncio.create_task(events.get())
+            await asyncio.wait({getter, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():  # the client left: stop its generation
+                getter.cancel()
+                req.cancelled.set()
+                metrics.cancelled.inc()
+                return Response(status_code=499)
+            if getter.result() is None:
+                break
+        gone.cancel()
+        if req.finish_reason not in ("stop", "length"):
+            raise _failure(req)
+        return P.completion_response(chat, name, req.text, req.finish_reason, len(ids),
+                                     len(req.output))  # fmt: skip
 
     return app
+
+
+def _failure(req: GenRequest) -> P.APIError:
+    if req.finish_reason == "error":  # details go to the log, not to the client
+        return P.APIError(500, "generation failed for this request", "server_error")
+    return P.APIError(503, "the server is shutting down; retry", "server_error",
+                      code="shutting_down", headers={"Retry-After": "1"})  # fmt: skip
+
+
+def _sse(obj) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def _stream(request, req, events, chat, name, n_prompt, usage, metrics) -> StreamingResponse:
+    rid, created = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24], int(time.time())
+
+    async def gen():
+        try:
+            if chat:
+                yield _sse(P.chunk(chat, rid, name, created, "", role=True))
+            while (piece := await events.get()) is not None:
+                yield _sse(P.chunk(chat, rid, name, created, piece))
+            if req.finish_reason in ("stop", "length"):
+                yield _sse(P.chunk(chat, rid, name, created, None, req.finish_reason))
+                if usage:
+                    last = P.chunk(chat, rid, name, created, None)
+                    last["choices"], last["usage"] = [], P.usage(n_prompt, len(req.output))
+                    yield _sse(last)
+            else:  # an error event, then the end marker: the client is never left hanging
+                yield _sse(_failure(req).body())
+            yield "data: [DONE]\n\n"
+        finally:
+            if req.finish_reason is None:  # the client went away mid-stream
+                req.cancelled.set()
+                metrics.cancelled.inc()
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(gen(), media_type="text/event-stream", headers=headers)

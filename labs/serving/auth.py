@@ -2,12 +2,14 @@
 
 Keys never live in source code. The server reads them from ``DLSYS_API_KEYS`` (comma-separated)
 or from a file with one key per line (``DLSYS_API_KEYS_FILE`` or ``--api-keys-file``). A client
-sends its key in the ``X-API-Key`` header; a missing or unknown key is answered with 401 and a
-``WWW-Authenticate`` header naming the scheme.
+sends its key as ``Authorization: Bearer <key>`` (what the OpenAI clients send) or in the
+``X-API-Key`` header; a missing or unknown key is answered with 401 and a ``WWW-Authenticate``
+header naming the scheme. Logs name a key only by :func:`fingerprint`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 from collections.abc import Iterable
@@ -16,7 +18,14 @@ from pathlib import Path
 from fastapi import HTTPException, Security, status
 from fastapi.security import APIKeyHeader
 
-__all__ = ["load_api_keys", "is_valid_key", "api_key_dependency", "KEY_HEADER"]
+__all__ = [
+    "load_api_keys",
+    "is_valid_key",
+    "api_key_dependency",
+    "key_from_headers",
+    "fingerprint",
+    "KEY_HEADER",
+]
 
 KEY_HEADER = "X-API-Key"
 
@@ -73,3 +82,21 @@ def api_key_dependency(keys: Iterable[str]):
         return api_key
 
     return require_api_key
+
+
+def key_from_headers(headers) -> str | None:
+    """The key a request presents: ``Authorization: Bearer <key>``, else ``X-API-Key``.
+
+    ``headers`` is a case-insensitive mapping (Starlette's ``Headers``) or a dict with
+    lower-case names.
+    """
+    auth = headers.get("authorization")
+    if auth:
+        scheme, _, token = auth.partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else None
+    return headers.get(KEY_HEADER.lower())
+
+
+def fingerprint(key: str | None) -> str | None:
+    """A short, non-reversible name of a key for logs and metrics (first 8 hex of SHA-256)."""
+    return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:8] if key else None

@@ -1,16 +1,22 @@
-"""The model behind the service: load or train the tiny GPT, then generate for a batch of requests.
+"""The service's engine: Chapter 10's continuous-batching scheduler over the paged KV cache.
 
-Requests in one batch have different prompt lengths. The GPT has no padding mask, but its
-attention is causal, so *right* padding is harmless: the logits at a row's last real position
-never look at the padding after it. One forward pass therefore serves every row of a batch::
+One engine in the house. :class:`LLMEngine` drives :class:`labs.inference.batching.Scheduler`
+and :func:`labs.inference.engine.paged_forward` one step at a time: every step, finished and
+cancelled requests leave the running batch, waiting ones join as soon as a slot and KV blocks
+are free, new requests are prefilled and all running ones decode one token in one batched
+forward pass. Each request has its own sampling settings and seeded generator, and a request
+whose step fails is removed with its own error while the others go on::
 
-    engine = Engine.load(None, train_steps=150)      # a few seconds of seeded training
-    reqs = [GenRequest(engine.encode("The GPU"), max_new_tokens=8)]
-    engine.run(reqs)                                 # fills reqs[0].output (token ids)
+    eng = LLMEngine(train_tiny(150), max_batch=8)
+    req = GenRequest(eng.encode("The GPU"), max_new_tokens=8, temperature=0.7, seed=1)
+    eng.generate([req])                   # in this thread; the server runs eng.start() instead
+    req.text, req.finish_reason           # 'is a ...', 'length'
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,9 +25,24 @@ from pathlib import Path
 import torch
 
 from labs import data, gpt
+from labs.inference.batching import Request, Scheduler
+from labs.inference.engine import paged_forward
+from labs.inference.kv_cache import kv_heads
+from labs.inference.paged import PagedKVCache
 from labs.inference.sampling import sample
+from labs.serving.batcher import Overloaded  # the waiting queue is full: the server answers 503
 
-__all__ = ["GenRequest", "Engine", "train_tiny", "save_checkpoint", "load_checkpoint"]
+__all__ = [
+    "GREEDY_BELOW",
+    "GenRequest",
+    "Overloaded",
+    "LLMEngine",
+    "train_tiny",
+    "save_checkpoint",
+    "load_checkpoint",
+]
+
+GREEDY_BELOW = 1e-5  # temperatures below this decode greedily (as vLLM does): 1/T would overflow
 
 
 @dataclass
@@ -29,22 +50,33 @@ class GenRequest:
     """One generation request as the engine sees it.
 
     Attributes:
-        prompt: token ids, shape (T,), int64, T >= 1.
-        max_new_tokens: how many tokens to generate at most.
-        temperature: 0 for greedy decoding, otherwise the softmax temperature.
-        seed: seed of this request's sampler (ignored when greedy).
-        on_token: called as ``on_token(token_id)`` from the engine's thread after every token.
-        cancelled: set it (from any thread) to stop this request at the next step.
-        output: the generated token ids, filled in by :meth:`Engine.run`.
+        prompt: token ids, (T,) int64 tensor or list, T >= 1.
+        max_new_tokens: most tokens to generate.
+        temperature: 0 (or below :data:`GREEDY_BELOW`) for greedy decoding, else the softmax
+            temperature; ``top_p``: nucleus sampling mass in (0, 1].
+        seed: seed of this request's own ``torch.Generator`` (None: a fresh random seed).
+        stop: strings that end the completion; the text returned stops before the first one.
+        on_text: called from the engine thread with each new piece of text (held back while it
+            could be the start of a stop string); ``on_finish(req)`` once at the end.
+        cancelled: set it from any thread to stop the request at the next step.
+        output, text, finish_reason, error: filled in by the engine. ``finish_reason`` is
+            ``"stop"``, ``"length"``, ``"cancelled"`` or ``"error"`` (then ``error`` says why).
     """
 
-    prompt: torch.Tensor
+    prompt: torch.Tensor | list[int]
     max_new_tokens: int
     temperature: float = 0.0
-    seed: int = 0
-    on_token: Callable[[int], None] | None = None
+    top_p: float = 1.0
+    seed: int | None = 0
+    stop: tuple[str, ...] = ()
+    on_text: Callable[[str], None] | None = None
+    on_finish: Callable[[GenRequest], None] | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
     output: list[int] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None
+    error: str | None = None
+    sent: int = 0  # characters of text handed to on_text so far
 
 
 def train_tiny(steps: int = 150, seed: int = 0, block_size: int = 64) -> gpt.GPT:
@@ -85,21 +117,51 @@ def load_checkpoint(path: str | Path) -> gpt.GPT:
     return model.eval()
 
 
-class Engine:
-    """A model and a tokenizer, and :meth:`run`, which serves a batch of requests."""
+def _visible(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    """(text that may be shown, whether a stop string occurred). Text that could still become
+    a stop string is held back; at a stop the text ends before it."""
+    hits = [i for s in stop if (i := text.find(s)) >= 0]
+    if hits:
+        return text[: min(hits)], True
+    held = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+    return text[: len(text) - held], False
 
-    def __init__(self, model: gpt.GPT, tokenizer: data.CharTokenizer | None = None):
-        self.model = model.eval()
-        self.tokenizer = tokenizer or data.CharTokenizer()
-        self.block_size = model.config.block_size
-        self.forward_passes = 0  # how many batched forward passes have run (for metrics)
 
-    @classmethod
-    def load(cls, checkpoint: str | Path | None = None, train_steps: int = 150) -> Engine:
-        """From a checkpoint written by :func:`save_checkpoint`, or train one quickly."""
-        model = load_checkpoint(checkpoint) if checkpoint else train_tiny(train_steps)
-        return cls(model)
+class LLMEngine:
+    """Continuous batching over a paged KV cache, with per-request sampling and error isolation.
 
+    Args:
+        model: a :class:`labs.gpt.GPT`; its ``block_size`` is the context length (prompt plus
+            generated tokens) in tokens.
+        max_batch: most requests decoding together.
+        max_waiting: most requests waiting to join; one more raises :class:`Overloaded`.
+        kv_block_size: tokens per KV block; ``kv_blocks``: blocks in the pool (default: enough
+            for ``max_batch`` requests of full context, so nothing is ever preempted).
+    """
+
+    def __init__(self, model, tokenizer=None, *, max_batch=16, max_waiting=64, kv_block_size=16,
+                 kv_blocks=None):  # fmt: skip
+        if max_batch < 1 or max_waiting < 1:
+            raise ValueError(f"LLMEngine: need max_batch, max_waiting >= 1, got {max_batch}, "
+                             f"{max_waiting}")  # fmt: skip
+        cfg = model.config
+        self.model, self.tokenizer = model.eval(), tokenizer or data.CharTokenizer()
+        self.context_length, self.max_waiting = cfg.block_size, max_waiting
+        kv_blocks = kv_blocks or max_batch * math.ceil(cfg.block_size / kv_block_size)
+        self.cache = PagedKVCache(cfg.n_layer, kv_blocks, kv_block_size, kv_heads(model),
+                                  cfg.n_embd // cfg.n_head, model.tok_emb.weight.dtype)  # fmt: skip
+        self.scheduler = Scheduler("continuous", max_batch, self.cache.manager)
+        self._ids = itertools.count()
+        self._live: dict[int, tuple[GenRequest, Request, torch.Generator]] = {}
+        self._incoming: list[GenRequest] = []
+        self._lock, self._wake = threading.Lock(), threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.steps = self.tokens = self.failures = 0  # counters for /metrics
+        self.batch_sizes: list[int] = []  # requests per decode step (last 1000)
+        self.on_step: Callable[[int], None] | None = None  # called with each decode batch size
+
+    # -- the public, thread-safe side -------------------------------------------------------
     def encode(self, text: str) -> torch.Tensor:
         """Token ids (T,) of ``text``; ValueError names a character outside the vocabulary."""
         return self.tokenizer.encode(text)
@@ -107,38 +169,139 @@ class Engine:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids)
 
-    @torch.no_grad()
-    def step(self, contexts: list[torch.Tensor]) -> torch.Tensor:
-        """Next-token logits of each context: list of (T_i,) ids -> (B, vocab) float32."""
-        lengths = torch.tensor([len(c) for c in contexts])
-        x = torch.zeros(len(contexts), int(lengths.max()), dtype=torch.long)
-        for i, c in enumerate(contexts):  # right padding: causal attention never sees it
-            x[i, : len(c)] = c
-        logits = self.model(x)
-        self.forward_passes += 1
-        return logits[torch.arange(len(contexts)), lengths - 1].float()
+    @property
+    def depth(self) -> int:
+        """Requests waiting to join the running batch."""
+        return len(self._incoming) + len(self.scheduler.waiting)
 
-    def run(self, requests: list[GenRequest]) -> list[GenRequest]:
-        """Generate for every request together, one token per request per forward pass.
+    @property
+    def running(self) -> int:
+        return len(self.scheduler.running)
 
-        A request leaves the batch when it has its ``max_new_tokens`` or is cancelled; the loop
-        ends when none is left. Runs in the caller's thread (the server uses a worker thread).
+    def submit(self, req: GenRequest) -> None:
+        """Queue ``req``; :class:`Overloaded` when ``max_waiting`` requests wait already,
+        ``ValueError`` when the prompt is empty or prompt + ``max_new_tokens`` exceeds the context.
         """
-        gens = [torch.Generator().manual_seed(r.seed) for r in requests]
-        seqs = [r.prompt.clone() for r in requests]
-        while True:
-            active = [
-                i
-                for i, r in enumerate(requests)
-                if len(r.output) < r.max_new_tokens and not r.cancelled.is_set()
-            ]
-            if not active:
-                return requests
-            logits = self.step([seqs[i][-self.block_size :] for i in active])
-            for row, i in enumerate(active):
-                r = requests[i]
-                nxt = int(sample(logits[row : row + 1], r.temperature, generator=gens[i])[0])
-                seqs[i] = torch.cat([seqs[i], torch.tensor([nxt])])
-                r.output.append(nxt)
-                if r.on_token is not None:
-                    r.on_token(nxt)
+        n = len(req.prompt)
+        if n < 1 or req.max_new_tokens < 1 or n + req.max_new_tokens > self.context_length:
+            raise ValueError(f"a {n}-token prompt plus {req.max_new_tokens} new tokens; need "
+                             f">= 1 of each and at most {self.context_length} in all")  # fmt: skip
+        with self._lock:
+            if self._stopping:
+                raise Overloaded("the engine is shutting down")
+            if self.depth >= self.max_waiting:
+                raise Overloaded(f"queue full ({self.max_waiting} waiting)")
+            self._incoming.append(req)
+        self._wake.set()
+
+    def generate(self, requests: list[GenRequest]) -> list[GenRequest]:
+        """Serve ``requests`` to completion in the calling thread (for notebooks and tests)."""
+        for r in requests:
+            self.submit(r)
+        while self.has_work():
+            self.step()
+        return requests
+
+    def has_work(self) -> bool:
+        return bool(self._incoming or self.scheduler.has_work())
+
+    def start(self) -> None:
+        """Run :meth:`step` in a background thread while there is work."""
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="llm-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Refuse new work, cancel what is left, and join the engine thread."""
+        with self._lock:
+            self._stopping = True  # the engine thread cancels what is left at its next step
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not (self._stopping and not self.has_work()):
+            if not self.has_work():
+                self._wake.wait(0.05)
+                self._wake.clear()
+                continue
+            try:
+                self.step()
+            except Exception as err:  # a bug outside any one request: fail the live ones, go on
+                for _, inner, _ in list(self._live.values()):
+                    self._finish(inner, "error", err)
+
+    # -- one step --------------------------------------------------------------------------
+    @torch.no_grad()
+    def step(self) -> None:
+        """Admit new requests, drop cancelled ones, prefill the joiners, decode the batch."""
+        with self._lock:
+            incoming, self._incoming = self._incoming, []
+        for req in incoming:
+            inner = Request(next(self._ids), 0.0, list(map(int, req.prompt)), req.max_new_tokens)
+            gen = torch.Generator()
+            gen.manual_seed(req.seed) if req.seed is not None else gen.seed()
+            self._live[inner.rid] = (req, inner, gen)
+            self.scheduler.add(inner)
+        for req, inner, _ in list(self._live.values()):
+            if req.cancelled.is_set() or self._stopping:
+                self._finish(inner, "cancelled")
+        prefill, decode = self.scheduler.schedule()
+        self.steps += 1
+        for inner in prefill:  # prompts differ in length: one forward pass each
+            self._run([inner], torch.tensor([inner.tokens]), torch.zeros(1, dtype=torch.long))
+        if decode:
+            self.batch_sizes = self.batch_sizes[-999:] + [len(decode)]
+            if self.on_step is not None:
+                self.on_step(len(decode))
+            ids = torch.tensor([[r.tokens[-1]] for r in decode])
+            start = torch.tensor([len(r.tokens) - 1 for r in decode])
+            if not self._run(decode, ids, start, isolate=False):
+                for i, inner in enumerate(decode):  # find the culprit: one request at a time
+                    self._run([inner], ids[i : i + 1], start[i : i + 1])
+
+    def _run(self, reqs: list[Request], ids, start, isolate: bool = True) -> bool:
+        """Forward ``reqs`` and sample a token for each; returns False if the batch failed."""
+        try:
+            logits = paged_forward(self.model, self.cache, [r.rid for r in reqs], ids, start)
+        except Exception as err:
+            if isolate:
+                self._finish(reqs[0], "error", err)
+            return False
+        for row, inner in enumerate(reqs):
+            req, _, gen = self._live[inner.rid]
+            try:
+                greedy = req.temperature < GREEDY_BELOW
+                tok = sample(logits[row, -1:], 0.0 if greedy else req.temperature,
+                             top_p=req.top_p, generator=gen)  # fmt: skip
+                self._emit(inner, int(tok[0]))
+            except Exception as err:  # this request alone fails; its neighbours go on
+                self._finish(inner, "error", err)
+        return True
+
+    def _emit(self, inner: Request, tok: int) -> None:
+        req = self._live[inner.rid][0]
+        inner.generated.append(tok)
+        req.output.append(tok)
+        self.tokens += 1
+        shown, stopped = _visible(self.decode(req.output), req.stop)
+        if inner.done and not stopped:
+            shown = self.decode(req.output)
+        if len(shown) > req.sent and req.on_text is not None:
+            req.on_text(shown[req.sent :])
+        req.sent, req.text = len(shown), shown
+        if stopped or inner.done:
+            self._finish(inner, "stop" if stopped else "length")
+
+    def _finish(self, inner: Request, reason: str, err: Exception | None = None) -> None:
+        req, _, _ = self._live.pop(inner.rid)
+        if inner in self.scheduler.running:
+            self.scheduler.retire(inner)
+        elif inner in self.scheduler.waiting:
+            self.scheduler.waiting.remove(inner)
+        req.finish_reason = reason
+        if err is not None:
+            self.failures += 1
+            req.error = f"{type(err).__name__}: {err}"
+        if req.on_finish is not None:
+            req.on_finish(req)

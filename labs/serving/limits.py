@@ -27,6 +27,7 @@ __all__ = [
     "SlidingWindowLog",
     "KeyedLimiter",
     "make_limiter",
+    "SharedLimit",
     "simulate",
 ]
 
@@ -162,3 +163,49 @@ def simulate(kind: str, arrivals: Iterable[float], rate: float, burst: float) ->
         now[0] = t
         out.append(limiter.allow()[0])
     return out
+
+
+class SharedLimit:
+    """A limit such as ``"5/second"`` kept in shared storage (``redis://host:port``), so that
+    every replica pointing at the same storage enforces it together (the ``limits`` package,
+    which ``slowapi`` wraps; a moving window).
+
+    When the storage cannot be reached, ``fail_open=True`` admits the request and
+    ``fail_open=False`` refuses it; :meth:`allow` returns ``(None, 0)`` then, so that the
+    server can answer 503 rather than 429. :meth:`healthy` pings the storage. Both raise
+    ``ValueError`` at construction for a malformed limit or URI.
+    """
+
+    def __init__(self, rate_limit: str, storage_uri: str, fail_open: bool = False,
+                 timeout_s: float = 0.5):  # fmt: skip
+        from limits import parse, storage, strategies
+
+        try:
+            self.item = parse(rate_limit)
+        except ValueError:
+            raise ValueError(f"shared limit {rate_limit!r}: expected e.g. '5/second', "
+                             "'100/minute'") from None  # fmt: skip
+        try:
+            opts = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+            self.storage = storage.storage_from_string(storage_uri, **opts)
+        except Exception as err:
+            raise ValueError(f"storage URI {storage_uri!r}: {err}") from None
+        self.strategy = strategies.MovingWindowRateLimiter(self.storage)
+        self.fail_open = fail_open
+
+    def allow(self, key: str) -> tuple[bool | None, float]:
+        """(True, 0), (False, seconds to wait), or (None, 0) when the storage is unreachable
+        and the policy is fail-closed."""
+        try:
+            if self.strategy.hit(self.item, "llm", key):
+                return True, 0.0
+            reset = self.strategy.get_window_stats(self.item, "llm", key).reset_time
+        except Exception:
+            return (True, 0.0) if self.fail_open else (None, 0.0)
+        return False, max(0.0, reset - time.time())
+
+    def healthy(self) -> bool:
+        try:
+            return bool(self.storage.check())
+        except Exception:
+            return False

@@ -29,10 +29,14 @@ class Result:
     ttft: float
 
 
+def _headers(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
 async def _one(client: httpx.AsyncClient, url: str, key: str, body: dict) -> Result:
     start = time.perf_counter()
     try:
-        r = await client.post(url + "/v1/completions", json=body, headers={"X-API-Key": key})
+        r = await client.post(url + "/v1/completions", json=body, headers=_headers(key))
         status = r.status_code
     except httpx.TransportError:
         status = 0  # connection refused or reset
@@ -50,7 +54,7 @@ async def run_load_async(
     seed: int = 0,
 ) -> list[Result]:
     """Send ``n_requests`` at Poisson arrivals of ``rate`` requests/s, ``concurrency`` in flight."""
-    body = body or {"prompt": "The GPU ", "max_tokens": 16}
+    body = body or {"prompt": "The GPU ", "max_tokens": 16, "temperature": 0}
     rng = random.Random(seed)
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -110,13 +114,17 @@ def stream_completion(
         "stream": True,
     }
     with httpx.stream(
-        "POST", url + "/v1/completions", json=body, headers={"X-API-Key": key}, timeout=60
+        "POST", url + "/v1/completions", json=body, headers=_headers(key), timeout=60
     ) as r:
         r.raise_for_status()
         for line in r.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            if ttft is None:
+            event = json.loads(line[6:])
+            if "error" in event:
+                raise RuntimeError(f"stream ended with an error: {event['error']['message']}")
+            piece = event["choices"][0]["text"] if event["choices"] else ""
+            if piece and ttft is None:
                 ttft = time.perf_counter() - start
-            pieces.append(json.loads(line[6:])["token"])
+            pieces.append(piece)
     return {"text": "".join(pieces), "ttft": ttft, "total": time.perf_counter() - start}

@@ -24,11 +24,14 @@ class ServiceMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
-            "llm_requests", "Completion requests by HTTP status", ["status"], registry=r
+            "llm_requests",
+            "HTTP requests by endpoint and status (every status, also 401, 413, 429, 503)",
+            ["endpoint", "status"],
+            registry=r,
         )
         self.latency = Histogram(
             "llm_request_latency_seconds",
-            "Time from request arrival to the last token",
+            "Time from request arrival to the last token (completed generations)",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -38,18 +41,27 @@ class ServiceMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.queue_depth = Gauge("llm_queue_depth", "Requests waiting for a batch", registry=r)
-        self.active = Gauge("llm_active_generations", "Requests being generated", registry=r)
+        self.queue_depth = Gauge(
+            "llm_queue_depth", "Requests waiting to join the batch", registry=r
+        )
+        self.active = Gauge("llm_active_generations", "Requests in the running batch", registry=r)
         self.tokens = Counter("llm_generated_tokens", "Tokens generated", registry=r)
+        self.finished = Counter(
+            "llm_generations",
+            "Finished generations by finish reason (stop, length, cancelled, error)",
+            ["reason"],
+            registry=r,
+        )
         self.cancelled = Counter(
-            "llm_cancelled_requests", "Generations stopped by a client disconnect", registry=r
+            "llm_cancelled_requests", "Generations stopped because the client left", registry=r
         )
         self.batch_size = Histogram(
-            "llm_batch_size", "Requests per batch", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r
+            "llm_batch_size",
+            "Requests per decode step of the engine",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=r,
         )
-        self.tokens_per_s = Gauge(
-            "llm_tokens_per_second", "Tokens per second of the last batch", registry=r
-        )
+        self.steps = Gauge("llm_engine_steps", "Engine steps run since start", registry=r)
 
     def render(self) -> bytes:
         """The text exposition format served at ``/metrics``."""

@@ -81,11 +81,13 @@ class _Child:
 
 
 class ServiceProcess(_Child):
-    """``python -m labs.serving`` on ``127.0.0.1:<free port>``, ready when ``/health`` answers.
+    """``python -m labs.serving`` on ``127.0.0.1:<free port>``, ready when ``/health/ready``
+    answers 200.
 
     Args:
         api_keys: keys the server accepts (passed through ``$DLSYS_API_KEYS``).
         *args: extra command-line options, e.g. ``"--max-batch-size", "1"``.
+        quiet: pass ``--quiet`` (no access log; the default, since the log fills a temp file).
         checkpoint: a checkpoint to load; otherwise ``train_steps`` steps of training.
         startup_timeout: seconds to wait for ``/health``.
         wait: return only once the server answers; with ``False`` call :meth:`wait_ready` later
@@ -101,11 +103,13 @@ class ServiceProcess(_Child):
         port: int | None = None,
         startup_timeout: float = 90.0,
         wait: bool = True,
+        quiet: bool = True,
     ):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "labs.serving", "--host", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--train-steps", str(train_steps), *args]
+        cmd += ["--quiet"] if quiet else []
         if checkpoint:
             cmd += ["--checkpoint", str(checkpoint)]
         env = {**os.environ, "DLSYS_API_KEYS": ",".join(api_keys)}
@@ -115,7 +119,7 @@ class ServiceProcess(_Child):
             self.wait_ready(startup_timeout)
 
     def wait_ready(self, timeout: float = 90.0) -> ServiceProcess:
-        """Block until ``/health`` answers 200; stop the child and raise if it does not."""
+        """Block until ``/health/ready`` answers 200; stop the child and raise if it does not."""
         try:
             self._wait_ready(timeout)
         except BaseException:
@@ -129,12 +133,12 @@ class ServiceProcess(_Child):
             if not self.running:
                 raise RuntimeError(f"the service exited during start-up:\n{self.output()}")
             try:
-                if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
+                if httpx.get(self.url + "/health/ready", timeout=1.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        raise TimeoutError(f"the service did not answer /health within {timeout} s")
+        raise TimeoutError(f"the service was not ready within {timeout} s:\n{self.output()}")
 
 
 def redis_available() -> bool:

@@ -25,6 +25,47 @@ WRONG = [
         new="sum(m / t for m, t in zip(matches, totals)) / max_n",
     ),
     Wrong(
+        1,
+        "orders with zero matches skipped instead of a score of 0",
+        block=(
+            "matches, totals = [0] * max_n, [0] * max_n\n"
+            "c = r = 0\n"
+            "for hyp, ref in zip(hyps, refs):\n"
+            "    c += len(hyp)\n"
+            "    r += len(ref)\n"
+            "    for n in range(1, max_n + 1):\n"
+            "        h, g = ngram_counts(hyp, n), ngram_counts(ref, n)\n"
+            "        matches[n - 1] += sum(min(k, g[ng]) for ng, k in h.items())\n"
+            "        totals[n - 1] += max(len(hyp) - n + 1, 0)\n"
+            "logs = [math.log(m / t) for m, t in zip(matches, totals) if m]\n"
+            "if not logs:\n"
+            "    return 0.0\n"
+            "bp = 1.0 if c >= r else math.exp(1 - r / c)\n"
+            "return 100 * bp * math.exp(sum(logs) / len(logs))"
+        ),
+    ),
+    Wrong(
+        1,
+        "clipped against the reference counts of the whole corpus",
+        block=(
+            "matches, totals = [0] * max_n, [0] * max_n\n"
+            "c = sum(len(h) for h in hyps)\n"
+            "r = sum(len(g) for g in refs)\n"
+            "for n in range(1, max_n + 1):\n"
+            "    pooled = Counter()\n"
+            "    for ref in refs:\n"
+            "        pooled += ngram_counts(ref, n)\n"
+            "    for hyp in hyps:\n"
+            "        h = ngram_counts(hyp, n)\n"
+            "        matches[n - 1] += sum(min(k, pooled[ng]) for ng, k in h.items())\n"
+            "        totals[n - 1] += max(len(hyp) - n + 1, 0)\n"
+            "if min(matches) == 0:\n"
+            "    return 0.0\n"
+            "bp = 1.0 if c >= r else math.exp(1 - r / c)\n"
+            "return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n)"
+        ),
+    ),
+    Wrong(
         2,
         "LCS off by one (matches compare a[i] with b[j])",
         old="if a[i - 1] == b[j - 1]:",
@@ -96,4 +137,18 @@ WRONG = [
         new="np.arange(n - c, n)",
     ),
     Wrong(5, "k times the per-sample rate", block="return min(1.0, k * c / n)"),
+    Wrong(
+        5,
+        "binomials converted to floats (overflow for large n)",
+        block="return 1.0 - float(math.comb(n - c, k)) / float(math.comb(n, k))",
+    ),
+    Wrong(
+        5,
+        "ratio of products computed in floating point (inf / inf for large n)",
+        block=(
+            "num = np.prod(np.arange(n - c - k + 1, n - c + 1, dtype=np.float64))\n"
+            "den = np.prod(np.arange(n - k + 1, n + 1, dtype=np.float64))\n"
+            "return float(1.0 - num / den)"
+        ),
+    ),
 ]

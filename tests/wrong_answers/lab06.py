@@ -128,6 +128,18 @@ while i < len(arrivals):
     ),
     Wrong(
         4,
+        "substring test: the presented key occurs inside a valid key",
+        old="ok |= hmac.compare_digest(api_key.encode(), key.encode())",
+        new="ok |= api_key in key",
+    ),
+    Wrong(
+        4,
+        "substring test: a valid key occurs inside the presented one",
+        old="ok |= hmac.compare_digest(api_key.encode(), key.encode())",
+        new="ok |= key in api_key",
+    ),
+    Wrong(
+        4,
         "plain == comparison (leaks timing)",
         old="ok |= hmac.compare_digest(api_key.encode(), key.encode())",
         new="ok |= api_key == key",
@@ -178,6 +190,12 @@ while i < len(arrivals):
         "treats bucket counts as per-bucket instead of cumulative",
         old="if count >= rank:",
         new="if count + below >= rank:",
+    ),
+    Wrong(
+        6,
+        "count > rank instead of count >= rank (skips the bucket whose count equals the rank)",
+        old="if count >= rank:",
+        new="if count > rank:",
     ),
     Wrong(
         6,

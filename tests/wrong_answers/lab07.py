@@ -82,4 +82,16 @@ WRONG = [
         old='int(logits.masked_fill(~mask, float("-inf")).argmax())',
         new="int(torch.nonzero(mask)[0])",
     ),
+    Wrong(
+        5,
+        "stops at the first complete match",
+        old="if complete and nxt == tok.stoi[stop]:",
+        new="if complete:",
+    ),
+    Wrong(
+        5,
+        "stop character allowed before the text is complete",
+        old="if complete:\n            mask[tok.stoi[stop]] = True",
+        new="if True:\n            mask[tok.stoi[stop]] = True",
+    ),
 ]

@@ -173,4 +173,126 @@ WRONG = [
         old="if r * q[i, x] < p[i, x]:",
         new="if p[i, x] > 0:",
     ),
+    Wrong(
+        1,
+        "refuses a request that exactly fills the cache (>= instead of >)",
+        old="if end > cache_k.shape[2]:",
+        new="if end >= cache_k.shape[2]:",
+    ),
+    Wrong(
+        4,
+        "keeps every token at least as likely as the last one kept (a threshold: ties all stay)",
+        block="sorted_p, _ = torch.sort(probs, dim=-1, descending=True)\n"
+        "mass_above = torch.cumsum(sorted_p, dim=-1) - sorted_p\n"
+        'smallest = sorted_p.masked_fill(mass_above >= top_p, float("inf")).amin(-1, keepdim=True)\n'
+        "kept = probs * (probs >= smallest)\n"
+        "return kept / kept.sum(dim=-1, keepdim=True)",
+    ),
+    Wrong(
+        6,
+        "refuses a request that exactly fits the free blocks (>= instead of >)",
+        old="if need > free_blocks:",
+        new="if need >= free_blocks:",
+    ),
+    Wrong(
+        6,
+        "reserves one block too many when the prompt is a multiple of the block size",
+        old='need = math.ceil(queue[0]["prompt_len"] / block_size)',
+        new='need = queue[0]["prompt_len"] // block_size + 1',
+    ),
+    Wrong(
+        6,
+        "admits one request past max_batch (<= instead of <)",
+        old="while queue and len(still) < max_batch:",
+        new="while queue and len(still) <= max_batch:",
+    ),
+    Wrong(
+        8,
+        "hashes each block without its prefix",
+        old="parent = hash((parent, *tokens[i * block_size : (i + 1) * block_size]))",
+        new="parent = hash((None, *tokens[i * block_size : (i + 1) * block_size]))",
+    ),
+    Wrong(
+        8,
+        "gives the partly filled last block a key too",
+        old="range(len(tokens) // block_size)",
+        new="range(-(-len(tokens) // block_size))",
+    ),
+    Wrong(
+        8,
+        "off by one: drops the last full block",
+        old="range(len(tokens) // block_size)",
+        new="range(len(tokens) // block_size - 1)",
+    ),
+    Wrong(
+        9,
+        "takes the block holding the prompt's last token from the cache",
+        old="keys[: (n_tokens - 1) // block_size]",
+        new="keys[: n_tokens // block_size]",
+    ),
+    Wrong(
+        9,
+        "rounds the usable blocks up (counts the partial block before the last token)",
+        old="keys[: (n_tokens - 1) // block_size]",
+        new="keys[: -(-(n_tokens - 1) // block_size)]",
+    ),
+    Wrong(
+        9, "skips a miss and keeps looking", old="            break\n", new="            continue\n"
+    ),
+    Wrong(
+        9,
+        "leaves a revived block on the free list",
+        old="        if ref_count[block] == 0:\n            free_list.remove(block)\n",
+        new="",
+    ),
+    Wrong(
+        9,
+        "sets the reference count to 1 instead of adding one",
+        old="ref_count[block] += 1",
+        new="ref_count[block] = 1",
+    ),
+    Wrong(
+        9,
+        "counts every prompt token but the last as cached when all lookups hit",
+        old="return blocks, len(blocks) * block_size",
+        new="return blocks, (n_tokens - 1 if blocks else 0)",
+    ),
+    Wrong(
+        10,
+        "one scale per token shared by all heads",
+        old="amax = x.float().abs().amax(dim=-1, keepdim=True)",
+        new="amax = x.float().abs().amax(dim=(-2, -1), keepdim=True).expand(*x.shape[:-1], 1)",
+    ),
+    Wrong(
+        10,
+        "divides by 128 and clamps to [-128, 128] (128 wraps around in int8)",
+        old="scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))\n"
+        "    q = torch.round(x.float() / scale).clamp(-127, 127)",
+        new="scale = torch.where(amax > 0, amax / 128, torch.ones_like(amax))\n"
+        "    q = torch.round(x.float() / scale).clamp(-128, 128)",
+    ),
+    Wrong(
+        10,
+        "divides by 128 (the largest value clamps to 127: an error of a whole step)",
+        old="amax / 127,",
+        new="amax / 128,",
+    ),
+    Wrong(
+        10,
+        "truncates instead of rounding",
+        old="torch.round(x.float() / scale)",
+        new="(x.float() / scale)",
+    ),
+    Wrong(
+        10,
+        "a zero head gets scale 0 (0 / 0 = NaN)",
+        old="scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))",
+        new="scale = amax / 127",
+    ),
+    Wrong(
+        10,
+        "returns the scales in the input dtype",
+        old="return q, scale",
+        new="return q, scale.to(x.dtype)",
+    ),
 ]

@@ -12,6 +12,12 @@ WRONG = [
     ),
     Wrong(
         1,
+        "one group too many on exact fits",
+        old="math.ceil(n_params / group_size) * scale_bytes",
+        new="(n_params // group_size + 1) * scale_bytes",
+    ),
+    Wrong(
+        1,
         "bits where bytes were asked",
         old="codes = math.ceil(n_params * bits / 8)",
         new="codes = n_params * bits",
@@ -83,5 +89,35 @@ return 1000 * (clock() - start)
         "ships the smallest file instead of the best model",
         old='key=lambda n: results[n]["ppl"]',
         new='key=lambda n: results[n]["kb"]',
+    ),
+    Wrong(
+        5,
+        "high nibble first",
+        old="return u[..., 0::2] | (u[..., 1::2] << 4)",
+        new="return (u[..., 0::2] << 4) | u[..., 1::2]",
+    ),
+    Wrong(
+        5,
+        "drops the last code of an odd row instead of padding",
+        old="        u = torch.nn.functional.pad(u, (0, 1))",
+        new="        u = u[..., :-1]",
+    ),
+    Wrong(
+        5,
+        "casts negative codes to uint8 without masking the nibble",
+        old="u = (q.to(torch.int16) & 0xF).to(torch.uint8)",
+        new="u = q.to(torch.uint8)",
+    ),
+    Wrong(
+        5,
+        "no range check",
+        old='        raise ValueError(f"codes must lie in -8..7, got {int(q.min())}..{int(q.max())}")',
+        new="        pass",
+    ),
+    Wrong(
+        5,
+        "offset binary (q + 8) instead of two's complement",
+        old="u = (q.to(torch.int16) & 0xF).to(torch.uint8)",
+        new="u = (q.to(torch.int16) + 8).to(torch.uint8)",
     ),
 ]

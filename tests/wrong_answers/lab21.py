@@ -92,4 +92,78 @@ return keep.view(w.shape[1], w.shape[0]).T
         old="idx = score.topk(keep).indices.sort().values",
         new="idx = score.topk(keep).indices",
     ),
+    Wrong(
+        2,
+        "returns float masks of ones and zeros",
+        old="keep = torch.ones_like(flat, dtype=torch.bool)",
+        new="keep = torch.ones_like(flat)",
+    ),
+    Wrong(
+        3,
+        "returns a float mask of ones and zeros",
+        old="keep = torch.zeros_like(groups, dtype=torch.bool)",
+        new="keep = torch.zeros_like(groups)",
+    ),
+    Wrong(
+        3,
+        "returns an int mask of ones and zeros",
+        old="return keep.view_as(w)",
+        new="return keep.view_as(w).long()",
+    ),
+    Wrong(
+        5,
+        "compares scores across the whole matrix instead of per output row",
+        block="""
+if not 0.0 <= sparsity < 1.0:
+    raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
+score = w.abs() * x.norm(dim=0)
+k = round(sparsity * w.numel())
+mask = torch.ones_like(w, dtype=torch.bool)
+if k:
+    mask.view(-1)[torch.topk(score.reshape(-1), k, largest=False).indices] = False
+return mask
+""",
+    ),
+    Wrong(
+        5,
+        "uses the squared norm of the inputs",
+        old="score = w.abs() * x.norm(dim=0)",
+        new="score = w.abs() * x.pow(2).sum(dim=0)",
+    ),
+    Wrong(
+        5,
+        "uses the mean |x| instead of the L2 norm",
+        old="score = w.abs() * x.norm(dim=0)",
+        new="score = w.abs() * x.abs().mean(dim=0)",
+    ),
+    Wrong(
+        5,
+        "ranks signed weights",
+        old="score = w.abs() * x.norm(dim=0)",
+        new="score = w * x.norm(dim=0)",
+    ),
+    Wrong(
+        5,
+        "norm over the wrong axis (per token instead of per input)",
+        old="score = w.abs() * x.norm(dim=0)",
+        new="score = w.abs() * x.norm(dim=1).mean()",
+    ),
+    Wrong(
+        5,
+        "truncates the number of weights to prune",
+        old="k = round(sparsity * w.shape[1])",
+        new="k = int(sparsity * w.shape[1])",
+    ),
+    Wrong(
+        5,
+        "returns a float mask",
+        old="mask = torch.ones_like(w, dtype=torch.bool)",
+        new="mask = torch.ones_like(w)",
+    ),
+    Wrong(
+        5,
+        "drops the highest scores",
+        old="k, dim=1, largest=False)",
+        new="k, dim=1, largest=True)",
+    ),
 ]

@@ -1,12 +1,15 @@
 """One training program for the tiny GPT, three ways to run it, with crash-safe checkpoints.
 
-The same program (same seed, same data, same AdamW) runs
+The same program (same seed, same data, same AdamW, PyTorch FSDP2: ``fully_shard`` on every
+block and on the root, :mod:`labs.parallel.fsdp.fsdp2`) runs
 
-* ``single``: one process, a plain ``torch.optim.AdamW`` on the whole model;
-* ``emulated``: ``N`` emulated ranks on threads (:mod:`labs.dist`), ZeRO stage 0-3 from
-  :mod:`labs.parallel.zero` (stage 3 by default, the scheme FSDP implements);
-* ``fsdp``: ``N`` real processes started by torchrun, PyTorch FSDP2 (``fully_shard`` on every
-  block and on the root) over gloo on CPU, or NCCL with one GPU per process::
+* ``single``: one emulated rank in this process;
+* ``emulated``: ``N`` emulated ranks on threads, their process group the emulated backend of
+  :mod:`labs.dist` (``--impl zero --stage S``: the book's ZeRO trainer of
+  :mod:`labs.parallel.zero` instead, the teaching implementation; ``--impl plain``: one process,
+  plain AdamW, no sharding, the reference);
+* ``fsdp``: ``N`` real processes started by torchrun, over gloo on CPU, or NCCL with one GPU
+  per process::
 
       python -m labs.parallel.fsdp.train --mode single --steps 10
       python -m labs.parallel.fsdp.train --mode emulated --world-size 2 --steps 10
@@ -21,8 +24,8 @@ depends only on the step, resuming needs nothing but the weights, Adam's moments
 
 Checkpoints (:mod:`labs.training.checkpoint`): ``--ckpt DIR --save-at 5 [8 ...]`` writes after those
 steps, as ``--ckpt-format full`` (rank 0 writes the unsharded state) or ``dcp`` (every process
-writes its shards through ``torch.distributed.checkpoint``; fsdp mode only) or ``shards``
-(emulated mode: one file per rank).  ``--resume`` continues from the newest checkpoint in
+writes its shards through ``torch.distributed.checkpoint``, also on emulated ranks) or
+``shards`` (``--impl zero``: one file per rank).  ``--resume`` continues from the newest checkpoint in
 ``DIR`` whatever its format.  The full format is shared by all modes: a run may stop under
 torchrun and resume on threads.
 """
@@ -35,7 +38,8 @@ import os
 import sys
 from typing import Any
 
-from labs.parallel.fsdp.runs import run_emulated, run_fsdp, run_single
+from labs.parallel.fsdp.fsdp2 import run_fsdp
+from labs.parallel.fsdp.runs import run_emulated, run_single
 from labs.parallel.fsdp.setup import TrainConfig
 
 # The pieces live in labs.parallel.fsdp.setup (configuration, data) and labs.parallel.fsdp.runs
@@ -52,7 +56,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--mode", choices=["auto", "single", "emulated", "fsdp"], default="auto",
                     help="auto: fsdp under torchrun, single otherwise")  # fmt: skip
     ap.add_argument("--world-size", type=int, default=2, help="emulated ranks (emulated mode)")
-    ap.add_argument("--stage", type=int, default=3, help="ZeRO stage (emulated mode)")
+    ap.add_argument("--impl", choices=["fsdp2", "zero", "plain"], default="fsdp2",
+                    help="fsdp2 (every mode), zero (the book's ZeRO, emulated mode), plain")  # fmt: skip
+    ap.add_argument("--stage", type=int, default=3, help="ZeRO stage (--impl zero)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=32)
@@ -74,18 +80,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     mode = a.mode
     if mode == "auto":
         mode = "fsdp" if "RANK" in os.environ and "WORLD_SIZE" in os.environ else "single"
-    if cfg.ckpt_format == "dcp" and mode != "fsdp":
-        ap.error("--ckpt-format dcp needs torch.distributed: run under torchrun (fsdp mode)")
-    if cfg.ckpt_format == "shards" and mode != "emulated":
-        ap.error("--ckpt-format shards is the emulated ZeRO format: use --mode emulated")
-    if mode == "single":
+    if a.impl == "zero" and mode != "emulated":
+        ap.error("--impl zero runs on emulated ranks: use --mode emulated")
+    if cfg.ckpt_format == "dcp" and a.impl != "fsdp2":
+        ap.error("--ckpt-format dcp is written by FSDP2: leave --impl out")
+    if cfg.ckpt_format == "shards" and a.impl != "zero":
+        ap.error("--ckpt-format shards is the emulated ZeRO format: use --impl zero")
+    if a.impl == "plain":
         res = run_single(cfg)
-    elif mode == "emulated":
+    elif a.impl == "zero":
         res = run_emulated(cfg, a.world_size, a.stage)
-    else:
+    elif mode == "fsdp":
         res = run_fsdp(cfg)
+    else:
+        res = run_fsdp(cfg, 1 if mode == "single" else a.world_size)
     if int(os.environ.get("RANK", "0")) == 0:
-        text = json.dumps({"mode": mode, "start": res["start"], "losses": res["losses"]})
+        text = json.dumps({"mode": mode, "impl": a.impl, "start": res["start"],
+                           "losses": res["losses"]})  # fmt: skip
         print(text)
         if a.out:
             with open(a.out, "w") as f:

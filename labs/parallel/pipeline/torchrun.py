@@ -19,6 +19,8 @@ import torch.distributed as tdist
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
+from labs import dist
+
 D, BATCH, MICRO = 16, 16, 4
 
 
@@ -33,8 +35,8 @@ def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def main() -> None:
-    # NCCL needs one GPU per process; with fewer GPUs (or none) run on the CPU with gloo.
-    backend = "nccl" if torch.cuda.device_count() >= int(os.environ["WORLD_SIZE"]) else "gloo"
+    # NCCL needs one GPU per process on each node; with fewer GPUs (or none) gloo on the CPU.
+    backend = dist.torchrun_backend()
     tdist.init_process_group(backend)
     rank, world = tdist.get_rank(), tdist.get_world_size()
     local = int(os.environ.get("LOCAL_RANK", rank))

@@ -1,0 +1,347 @@
+"""Run the labs where readers run them: on the lowest versions pyproject.toml admits, and on
+Google Colab's preinstalled versions with the labs' own Colab set-up cell.
+
+Usage: ``.venv/bin/python tools/compat.py [--profile lowest|colab ...] [--labs lab03 ...]``
+(``tools/test.sh`` runs it beside pytest; ``--jobs`` notebooks run at once, default 2).
+
+For each profile it builds a virtual environment outside the repository (``$DLSYS_COMPAT_DIR``,
+default ``/tmp/dlsys-compat-<hash of the checkout's path>``), installs the ``labs`` wheel built
+from this checkout, and then:
+
+* runs every lab's solution notebook top to bottom, each copied alone into an empty folder (so
+  nothing of the repository can be read), and requires every exercise to print ``PASS`` or, for
+  an optional component that is absent, ``N/A``;
+* runs the emulator's tests (``tests/test_dist*.py`` but the slow torchrun ones, copied out)
+  against the installed wheel.
+
+Profiles:
+
+``lowest``
+    every runtime dependency at the lower bound of its range in ``pyproject.toml``
+    (``numpy==1.26``, ``ipywidgets==7.7.1``, ...), without the optional ``triton``.
+``colab``
+    Colab's versions (``tools/compat/colab.txt``: numpy 2.0.2, pandas 2.2.2, ipywidgets 7.7.1,
+    ipykernel 6.17.1, ...) preinstalled and held as constraints, ``google.colab`` importable, and
+    the labs' set-up cell (:mod:`labs.course.colab`) installing what Colab lacks.
+
+torch is the CPU build ``TORCH_SPEC`` (default ``torch==2.13.0``) in both: CI cannot download
+Colab's CUDA build. An environment is rebuilt only when its requirements change; pip's cache
+keeps downloads to the first run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COLAB = REPO / "tools" / "compat" / "colab.txt"
+# What runs the notebooks and the tests inside a profile's environment (Colab has all but one).
+RUNNER = ["ipykernel", "nbclient", "nbformat", "pytest", "hypothesis"]
+DIST_TESTS = [
+    "test_dist.py",
+    "test_dist_collectives.py",
+    "test_dist_compat.py",
+    "test_dist_backend.py",
+]
+RESULT_RE = re.compile(r"^(PASS|N/A) exercise (\d+)", re.M)
+
+FAKE_COLAB = '''"""Stands in for Colab's kernel, which has imported google.colab before any cell runs."""
+import sys
+import types
+
+if "google.colab" not in sys.modules:
+    sys.modules["google.colab"] = types.ModuleType("google.colab")
+'''
+
+
+def log(msg: str) -> None:
+    print(f"compat: {msg}", flush=True)
+
+
+def runtime_requirements() -> list[str]:
+    """The ``[project] dependencies`` of pyproject.toml."""
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def lowest_pins() -> list[str]:
+    """``name==lower`` for every runtime dependency (torch aside: it is TORCH_SPEC)."""
+    pins = []
+    for req in runtime_requirements():
+        m = re.match(r"^([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*>=\s*([0-9][^,;\s]*)", req)
+        if not m:
+            raise SystemExit(f"compat: {req!r} in pyproject.toml has no '>=' lower bound to test")
+        if m.group(1).lower() != "torch":
+            pins.append(f"{m.group(1)}=={m.group(2)}")
+    return pins
+
+
+def colab_pins() -> list[str]:
+    return [
+        line.strip()
+        for line in COLAB.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+
+def pip(venv: Path, *args: str, env: dict | None = None) -> None:
+    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise SystemExit(f"compat: {' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}")
+
+
+def link_torch(venv: Path, torch_spec: str, *pip_args: str) -> None:
+    """Put torch into ``venv``: hard links to this interpreter's copy when it is the version
+    asked for (seconds instead of a minute of unpacking), else an install of ``torch_spec``."""
+    import importlib.metadata as md
+
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    try:
+        dist = md.distribution("torch")
+        same = torch_spec == f"torch=={dist.version.split('+')[0]}"
+    except md.PackageNotFoundError:
+        same = False
+    if not same:
+        pip(venv, *pip_args, torch_spec)
+        return
+    src = Path(dist.locate_file(""))
+    tops = {Path(f).parts[0] for f in dist.files or []} - {"..", "bin"}
+    for top in sorted(tops):
+        if (src / top).exists() and not (site / top).exists():
+            cmd = ["cp", "-al", str(src / top), str(site / top)]
+            if subprocess.run(cmd).returncode:  # another file system: copy instead
+                shutil.copytree(src / top, site / top)
+    # torch's own requirements (sympy, networkx, ...) come with the profile's install.
+    pip(venv, *pip_args, *[r for r in dist.requires or [] if "extra ==" not in r])
+
+
+def build_env(profile: str, work: Path, wheel: Path, torch_spec: str) -> Path:
+    """The profile's virtual environment, (re)built when its requirements changed."""
+    venv = work / profile
+    pins = lowest_pins() if profile == "lowest" else colab_pins()
+    stamp = hashlib.sha256(json.dumps([pins, RUNNER, torch_spec, sys.version]).encode()).hexdigest()
+    current = (venv / ".stamp").read_text() if (venv / ".stamp").exists() else ""
+    if current != stamp:
+        t0 = time.perf_counter()
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        link_torch(venv, torch_spec, *([] if profile == "lowest" else ["-c", str(COLAB)]))
+        if profile == "lowest":
+            # the lowest allowed version of each dependency, the newest of everything else
+            pip(venv, *pins, *RUNNER)
+        else:
+            # Colab's preinstalled packages (those the labs touch), nothing else of the labs'
+            pip(venv, "-c", str(COLAB), *[p.split("==")[0] for p in pins], "hypothesis")
+            site = next((venv / "lib").glob("python3*/site-packages"))
+            (site / "_dlsys_fake_colab.py").write_text(FAKE_COLAB)
+            (site / "_dlsys_fake_colab.pth").write_text("import _dlsys_fake_colab\n")
+        (venv / ".stamp").write_text(stamp)
+        log(f"{profile}: environment built in {time.perf_counter() - t0:.0f} s")
+    # the wheel of this checkout; on Colab without its dependencies, as the set-up cell does
+    pip(venv, "--force-reinstall", "--no-deps", str(wheel))
+    if profile == "lowest":
+        pip(venv, str(wheel))  # its dependencies are all there: this only checks that
+    else:
+        setup = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", setup_cell()],
+            capture_output=True,
+            text=True,
+            env=profile_env(profile, work),
+        )
+        if setup.returncode:
+            raise SystemExit(
+                f"compat: colab: the set-up cell failed:\n{setup.stdout}{setup.stderr}"
+            )
+    names = ["torch", "numpy", "pandas", "matplotlib", "ipywidgets", "ipykernel", "onnxruntime"]
+    probe = "import importlib.metadata as m; print(', '.join(f'{n} {m.version(n)}' for n in %r))"
+    versions = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe % names], capture_output=True, text=True
+    )
+    log(f"{profile}: {versions.stdout.strip() or versions.stderr.strip()}")
+    return venv
+
+
+def setup_cell() -> str:
+    sys.path.insert(0, str(REPO))
+    from labs.course.notebooks import setup_cell_source
+
+    return setup_cell_source()
+
+
+def profile_env(profile: str, work: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.pop("MPLBACKEND", None)
+    env["PYTHONHASHSEED"] = "0"
+    if profile == "colab":
+        # pip keeps Colab's versions of what is preinstalled (and the machine's own constraints)
+        extra = os.environ.get("PIP_CONSTRAINT", "")
+        cfg = Path("/etc/xdg/pip/constraints.txt")
+        env["PIP_CONSTRAINT"] = " ".join(
+            x for x in (str(COLAB), extra, str(cfg) if cfg.exists() else "") if x
+        )
+    return env
+
+
+def run_notebook(venv: Path, lab: Path, folder: Path, env: dict, timeout: int) -> str:
+    """Execute ``lab`` alone in ``folder`` with ``venv``'s kernel; '' or what went wrong."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    shutil.copy(lab, folder / lab.name)
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), str(Path(__file__)), "--execute", lab.name, str(timeout)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if proc.returncode == 0:  # the last line says what passed and what was not applicable
+        return Ok(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "")
+    return (proc.stdout + proc.stderr)[-3000:]
+
+
+class Ok(str):
+    """A job that succeeded, with what it says about itself."""
+
+
+def run_tests(cmd: list[str], folder: Path, env: dict) -> str:
+    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, env=env)
+    if proc.returncode == 0:
+        return Ok(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "")
+    return (proc.stdout + proc.stderr)[-3000:]
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    return fn(*args), time.perf_counter() - t0
+
+
+def execute(name: str, timeout: int) -> int:
+    """(Inside a profile's environment.) Run notebook ``name`` from the current folder; exit 1
+    unless every cell runs and every exercise prints PASS or N/A."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(name, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3").execute(cwd=".")
+    if "google.colab" in sys.modules:  # set up before: a second run is quiet
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        if first.outputs:
+            print(f"the set-up cell printed something on its second run: {first.outputs}")
+            return 1
+    text = "\n".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
+    tags = {
+        int(t.split("-")[1])
+        for c in nb.cells
+        for t in c.get("metadata", {}).get("tags", [])
+        if re.fullmatch(r"exercise-\d+", t)
+    }
+    results = {int(n): kind for kind, n in RESULT_RE.findall(text)}
+    missing = sorted(tags - set(results))
+    if missing:
+        print(f"exercises without a PASS or N/A line: {missing}")
+        return 1
+    na = [n for n, kind in sorted(results.items()) if kind == "N/A"]
+    print(f"{len(tags) - len(na)} exercises pass" + (f", not applicable: {na}" if na else ""))
+    return 0
+
+
+def build_wheel(dest: Path) -> Path:
+    """Build the wheel of this checkout into ``dest`` from a copy of the package's sources
+    (setuptools writes scratch folders beside them: never into the checkout, never two builds
+    in one folder)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    src = dest / "src"
+    src.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "labs", src / "labs", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+        + ["-w", str(dest), str(src)],
+        check=True,
+        cwd=dest,
+    )
+    shutil.rmtree(src)
+    return next(dest.glob("dlsys_labs-*.whl"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--execute":
+        return execute(sys.argv[2], int(sys.argv[3]))
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--build-wheel":
+        print(build_wheel(Path(sys.argv[2]).resolve()))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", nargs="+", choices=["lowest", "colab"])
+    parser.add_argument("--labs", nargs="+", help="only these labs (name prefixes)")
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("COMPAT_JOBS", 2)))
+    parser.add_argument("--timeout", type=int, default=300, help="per-cell timeout (s)")
+    args = parser.parse_args(argv)
+    profiles = args.profile or ["lowest", "colab"]
+    # one folder per checkout: two checkouts on one machine never share environments
+    tag = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+    work = Path(os.environ.get("DLSYS_COMPAT_DIR", f"/tmp/dlsys-compat-{tag}")).resolve()
+    if work == REPO or REPO in work.parents:
+        raise SystemExit(f"compat: DLSYS_COMPAT_DIR={work} must lie outside the repository")
+    torch_spec = os.environ.get("TORCH_SPEC", "torch==2.13.0")
+    labs = sorted((REPO / "book" / "labs").glob("*.ipynb"))
+    if args.labs:
+        labs = [p for p in labs if any(p.name.startswith(x) for x in args.labs)]
+    t0 = time.perf_counter()
+    work.mkdir(parents=True, exist_ok=True)
+    wheel = build_wheel(work / "dist")
+    failures: list[str] = []
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        envs = {p: pool.submit(build_env, p, work, wheel, torch_spec) for p in profiles}
+        jobs = {}
+        for profile in profiles:
+            venv = envs[profile].result()
+            env = profile_env(profile, work)
+            tests = work / "tests" / profile
+            shutil.rmtree(tests, ignore_errors=True)
+            tests.mkdir(parents=True)
+            for name in ["conftest.py", *DIST_TESTS]:
+                shutil.copy(REPO / "tests" / name, tests / name)
+            shutil.copytree(REPO / "tests" / "dist_programs", tests / "dist_programs")
+            cmd = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+            jobs[pool.submit(timed, run_tests, cmd, tests, env)] = (profile, "emulator tests")
+            for lab in labs:
+                folder = work / "run" / profile / lab.stem
+                fut = pool.submit(timed, run_notebook, venv, lab, folder, env, args.timeout)
+                jobs[fut] = (profile, lab.stem)
+        for fut in concurrent.futures.as_completed(jobs):
+            profile, what = jobs[fut]
+            out, seconds = fut.result()
+            ok = isinstance(out, Ok)
+            log(f"{profile}: {what}: {out if ok else 'FAILED'} ({seconds:.0f} s)")
+            if not ok:
+                failures.append(f"--- {profile}: {what}\n{out}")
+    for text in failures:
+        print(text)
+    log(
+        f"{len(failures)} failure(s); {len(labs)} labs and the emulator tests on "
+        f"{', '.join(profiles)} in {time.perf_counter() - t0:.0f} s"
+    )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
