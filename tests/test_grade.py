@@ -140,4 +140,6 @@ def test_notebook_time_limit_and_a_dying_kernel(tmp_path):
         (True, "graded"),
         (False, "graded"),
     ]
-    assert dying_r.exercises[1].error == "not run: the kernel died in cell 4 (it crashed or exited)"
+    assert dying_r.exercises[1].error == (
+        "not run: the kernel died in cell 4 (it crashed, exited or ran out of memory)"
+    )

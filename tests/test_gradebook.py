@@ -98,3 +98,39 @@ def test_usage_errors_exit_2(tmp_path):
     (tmp_path / "empty").mkdir()
     result = grade("--class", tmp_path / "empty", cwd=tmp_path)
     assert result.returncode == 2 and "no submission" in result.stderr
+
+
+def test_a_class_of_30_in_one_command(tmp_path):
+    """10 honest, 10 idle and 10 hostile students: correct rows for every honest and idle one."""
+    import test_grade_sealed as attacks
+
+    from labs.course.notebooks import parse_lab, student_version
+    from notebook_factory import cell
+
+    sol, key = write_lab_and_key(tmp_path / "instructor", LAB, attack_lab())
+    hostile = [attacks.ALWAYS_EQUAL, attacks.FRAME_FLOAT, attacks.PATCH_REFERENCE,
+               attacks.REWRITE_OUTPUT, attacks.PATCH_CONTEXTLIB, attacks.THREAD_REFERENCE,
+               attacks.CHECK_FILENAME, attacks.LEAK, attacks.NEIGHBOUR]  # fmt: skip
+    # Without namespaces (macOS, CI runners that forbid them) a kernel can signal the grader:
+    # that attack is only made where the sandbox is sealed.
+    hostile.append(attacks.KILL_PARENT if attacks.ISOLATED else "print('ok')")
+    cls = tmp_path / "class"
+    for i in range(10):
+        write(cls / f"honest{i:02d}" / f"{LAB}.ipynb", attack_lab())
+        write(cls / f"idle{i:02d}" / f"{LAB}.ipynb", student_version(parse_lab(sol)))
+        nb = attack_lab()
+        nb.cells.insert(9, cell(hostile[i]))  # before exercise 3's check
+        write(cls / f"hostile{i:02d}" / f"{LAB}.ipynb", nb)
+    result = grade(
+        "--class", cls, "--gradebook", tmp_path / "gb.csv", "--jobs", 2, "--key", key,
+        "--timeout", 20, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    rows = list(csv.DictReader(open(tmp_path / "gb.csv", encoding="utf-8")))
+    assert len(rows) == 90
+    for r in rows:
+        if r["student"].startswith("honest"):
+            assert (r["outcome"], r["status"]) == ("PASS", "graded"), r
+        elif r["student"].startswith("idle"):
+            assert (r["outcome"], r["status"]) == ("FAIL", "graded"), r
+            assert "not implemented yet" in r["message"] or "not run successfully" in r["message"]

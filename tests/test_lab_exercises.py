@@ -25,24 +25,25 @@ def _selected_labs(request, test_name: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def solution_results(request):
-    labs = _selected_labs(request, "test_solution_passes_every_exercise")
-    return {r.notebook: r for r in grade_notebooks(labs)} if labs else {}
+def graded(request):
+    """Every selected solution and student notebook, graded in one class run, two at a time.
 
-
-@pytest.fixture(scope="module")
-def student_results(request):
-    labs = _selected_labs(request, "test_student_stub_fails_every_check_and_only_dependent_cells")
-    return (
-        {r.notebook: r for r in grade_notebooks([STUDENT / p.name for p in labs])} if labs else {}
+    One run shares each lab's reference run (the key's solution, run once in a trusted kernel)
+    between the solution and the student notebook.
+    """
+    solutions = _selected_labs(request, "test_solution_passes_every_exercise")
+    students = _selected_labs(
+        request, "test_student_stub_fails_every_check_and_only_dependent_cells"
     )
+    paths = [*solutions, *(STUDENT / p.name for p in students)]
+    return {r.notebook: r for r in grade_notebooks(paths, jobs=2)} if paths else {}
 
 
-# Each module fixture grades every selected lab in one go: its tests share one pytest-xdist worker.
-@pytest.mark.xdist_group("graded-solutions")
+# The module fixture grades every selected lab in one go: its tests share one pytest-xdist worker.
+@pytest.mark.xdist_group("graded-labs")
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
-def test_solution_passes_every_exercise(lab, solution_results):
-    result = solution_results[str(lab)]
+def test_solution_passes_every_exercise(lab, graded):
+    result = graded[str(lab)]
     assert result.status == "graded", (
         f"{lab.name}: {result.status}: {[e.error for e in result.exercises if not e.passed]} "
         "(is instructor/keys up to date? run: labs-release)"
@@ -54,11 +55,11 @@ def test_solution_passes_every_exercise(lab, solution_results):
     )
 
 
-@pytest.mark.xdist_group("graded-students")
+@pytest.mark.xdist_group("graded-labs")
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
-def test_student_stub_fails_every_check_and_only_dependent_cells(lab, student_results):
+def test_student_stub_fails_every_check_and_only_dependent_cells(lab, graded):
     student = STUDENT / lab.name
-    result = student_results[str(student)]
+    result = graded[str(student)]
     assert result.status == "graded", (
         f"{student.name}: {result.status}: {[e.error for e in result.exercises]} "
         "(are student/ and instructor/keys up to date? run: labs-release)"

@@ -26,31 +26,44 @@ import sys
 import threading
 from pathlib import Path
 
-from labs.course.grade import (
-    CELL_TIMEOUT,
-    NOTEBOOK_TIMEOUT,
-    GraderError,
-    NotebookResult,
-    grade_notebooks,
-)
+from labs.course.grade import grade_notebooks
 from labs.course.key import KEY_DIR, load_key
 from labs.course.notebooks import NotebookError
+from labs.course.reference import CELL_TIMEOUT, NOTEBOOK_TIMEOUT, GraderError
+from labs.course.results import NotebookResult
 
 __all__ = ["discover", "rows", "write_gradebook", "table", "summary", "main"]
 
 COLUMNS = ["student", "lab", "exercise", "outcome", "points", "status", "message", "notebook"]
 
 
-def discover(class_dir: Path) -> list[tuple[str, Path]]:
-    """``[(student, notebook)]`` under a class folder, sorted (``.ipynb_checkpoints`` skipped)."""
-    found = []
+def discover(class_dir: Path) -> tuple[list[tuple[str, Path]], list[str]]:
+    """``([(student, notebook)], [refused])`` under a class folder, sorted.
+
+    Hidden folders (``.ipynb_checkpoints``) are skipped; symbolic links (to a file or a folder)
+    and anything that resolves outside the class folder are refused and reported.
+    """
+    found, refused = [], []
+    root = class_dir.resolve()
     for path in sorted(class_dir.rglob("*.ipynb")):
         rel = path.relative_to(class_dir)
         if any(part.startswith(".") for part in rel.parts):
             continue
+        links = [class_dir.joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
+        if any(p.is_symlink() for p in links) or root not in path.resolve().parents:
+            refused.append(f"{rel}: a symbolic link or outside the class folder (not graded)")
+            continue
+        if not path.is_file():
+            continue
         student = rel.parts[0] if len(rel.parts) > 1 else path.stem
         found.append((student, path))
-    return found
+    return found, refused
+
+
+def _cell(text: str) -> str:
+    """A CSV cell that no spreadsheet evaluates as a formula (OWASP CSV injection)."""
+    text = str(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def rows(results: list[NotebookResult], students: dict[str, str]) -> list[dict[str, str]]:
@@ -63,14 +76,28 @@ def rows(results: list[NotebookResult], students: dict[str, str]) -> list[dict[s
                     "student": students.get(r.notebook, Path(r.notebook).stem),
                     "lab": r.lab,
                     "exercise": str(e.exercise) if e.exercise else "",
-                    "outcome": "PASS" if e.passed else "FAIL",
-                    "points": "1" if e.passed else "0",
+                    "outcome": e.outcome,
+                    "points": "" if e.outcome == "N/A" else "1" if e.passed else "0",
                     "status": e.status,
                     "message": " ".join(e.message.split()),
                     "notebook": r.notebook,
                 }
             )
     return out
+
+
+def duplicates(results: list[NotebookResult], students: dict[str, str]) -> list[NotebookResult]:
+    """Keep one submission per student and lab (the first by path); return the others."""
+    seen: set[tuple[str, str]] = set()
+    extra = []
+    for r in results:
+        if r.notebook not in students:  # notebooks named on the command line: all kept
+            continue
+        who = (students[r.notebook], r.lab)
+        if r.lab and who in seen:
+            extra.append(r)
+        seen.add(who)
+    return extra
 
 
 def write_gradebook(results, students, path: Path) -> None:
@@ -80,7 +107,9 @@ def write_gradebook(results, students, path: Path) -> None:
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS)
             writer.writeheader()
-            writer.writerows(rows(results, students))
+            writer.writerows(
+                {k: _cell(v) for k, v in row.items()} for row in rows(results, students)
+            )
     else:
         payload = {
             "notebooks": [
@@ -116,8 +145,7 @@ def table(results: list[NotebookResult]) -> str:
         lines.append(f"{r.notebook}  [{r.lab or 'no key'}, {r.status}]")
         lines.append(f"  {'exercise':<9} {'result':<7} {'status':<9} reason / what was verified")
         for e in r.exercises:
-            result = "PASS" if e.passed else "FAIL"
-            lines.append(f"  {e.exercise or '-':<9} {result:<7} {e.status:<9} {e.message}")
+            lines.append(f"  {e.exercise or '-':<9} {e.outcome:<7} {e.status:<9} {e.message}")
         others = sorted(i for i in r.failed_cells if i not in r.check_cells)
         if others:
             lines.append(f"  other failing cells: {', '.join(map(str, others))}")
@@ -136,7 +164,7 @@ def summary(results: list[NotebookResult], students: dict[str, str]) -> str:
     for student in sorted(per):
         rs = per[student]
         passed = sum(e.passed for r in rs for e in r.exercises)
-        total = sum(len(r.exercises) for r in rs)
+        total = sum(e.outcome != "N/A" for r in rs for e in r.exercises)
         odd = ", ".join(
             f"{r.lab or Path(r.notebook).name}: {r.status}" for r in rs if r.status != "graded"
         )
@@ -199,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.class_dir.is_dir():
             print(f"error: --class {args.class_dir}: no such folder", file=sys.stderr)
             return 2
-        found = discover(args.class_dir)
+        found, refused = discover(args.class_dir)
+        for line in refused:
+            print(f"refused: {line}", file=sys.stderr)
         students.update({str(p): s for s, p in found})
         paths += [p for _, p in found]
     if not paths:
@@ -224,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     except GraderError as err:
         print(f"error: the grader failed: {err}", file=sys.stderr)
         return 3
+    extra = duplicates(results, students)
+    for r in extra:
+        print(f"note: {r.notebook} is a second submission for {r.lab} by the same student; "
+              "only the first (by path) is in the gradebook", file=sys.stderr)  # fmt: skip
+    results = [r for r in results if r not in extra]
     print(table(results))
     isolation = {r.isolation for r in results if r.isolation}
     for line in sorted(isolation):
@@ -236,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"error: cannot write {out}: {err}", file=sys.stderr)
         return 3
-    total = sum(len(r.exercises) for r in results)
+    total = sum(e.outcome != "N/A" for r in results for e in r.exercises)
     passed = sum(e.passed for r in results for e in r.exercises)
     print(f"{passed} passed, {total - passed} failed; results written to {out}")
     return 1 if args.strict and passed < total else 0

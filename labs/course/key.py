@@ -3,12 +3,14 @@
 ``labs-release`` writes one key per lab, ``instructor/keys/<lab>.json`` (never into
 ``student/``)::
 
-    {"format": 1, "lab": "lab02-matmul-flops",
+    {"format": 2, "lab": "lab02-matmul-flops",
      "exercises": {"1": {"what": "return the FLOP count ...",
                          "checks": [{"id": "c3f1", "sha256": "9a0e...", "source": "..."}],
                          "references": ["labs.basics.flops.matmul_flops"]}}}
 
-``checks`` lists the check cells (tagged ``exercise-N``) in notebook order with the SHA-256 of their
+``cells`` holds the solution's code cells in order (``{"source": ...}``, or ``{"check": [N, k]}``
+for the k-th check cell of exercise N): the grader runs them once per lab in a trusted kernel to
+compute the expected values (:mod:`labs.course.verdict`).  ``checks`` lists the check cells (tagged ``exercise-N``) in notebook order with the SHA-256 of their
 source (trailing spaces and blank lines ignored); ``references`` are the names listed in the
 solution notebook's ``metadata["exercise_references"]``: reference implementations that the code
 under test must not call.  The grader runs the key's check sources, not the submission's, and
@@ -40,7 +42,7 @@ __all__ = [
 ]
 
 KEY_DIR = REPO_ROOT / "instructor" / "keys"
-FORMAT = 1
+FORMAT = 2
 _CHECK_TAG = re.compile(r"^exercise-(\d+)$")
 _LAB_NAME = re.compile(r"lab(\d+)", re.IGNORECASE)
 _REF_NAME = re.compile(r"^labs(\.[A-Za-z_]\w*)+$")
@@ -122,7 +124,15 @@ def build_key(info: LabInfo) -> dict[str, Any]:
                 {"id": cell.get("id", ""), "sha256": source_hash(source), "source": source}
             )
         exercises[str(num)] = {"what": ex.what, "checks": checks, "references": refs.get(num, [])}
-    return {"format": FORMAT, "lab": info.path.stem, "exercises": exercises}
+    where = {
+        i: [num, k] for num, ex in info.exercises.items() for k, i in enumerate(ex.check_cells)
+    }
+    cells = [
+        {"check": where[i]} if i in where else {"source": normalise(cell.source)}
+        for i, cell in enumerate(info.nb.cells)
+        if cell.cell_type == "code"
+    ]
+    return {"format": FORMAT, "lab": info.path.stem, "exercises": exercises, "cells": cells}
 
 
 def key_text(key: dict[str, Any]) -> str:
@@ -135,6 +145,7 @@ def load_key(path: str | Path) -> dict[str, Any]:
     try:
         key = json.loads(path.read_text(encoding="utf-8"))
         ok = key.get("format") == FORMAT and isinstance(key.get("exercises"), dict)
+        ok = ok and isinstance(key.get("cells"), list)
         for ex in key["exercises"].values() if ok else []:
             ok = ok and all("sha256" in c and "source" in c for c in ex["checks"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:

@@ -92,7 +92,29 @@ def load_notebook(path: str | Path) -> Any:
         raise NotebookError(f"{path}: not a valid notebook ({type(err).__name__}: {err})") from err
     if not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{path}: not a valid notebook (no list of cells)")
+    for index, cell in enumerate(nb.cells):
+        _validate_cell(path, index, cell)
     return nb
+
+
+def _validate_cell(path: Path, index: int, cell: Any) -> None:
+    """Raise :class:`NotebookError` unless the cell has the types nbformat v4 prescribes."""
+    where = f"{path}: not a valid notebook (cell {index}"
+    if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
+        raise NotebookError(f"{where} is not a cell with a cell_type)")
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(x, str) for x in source):
+        cell["source"] = source = "".join(source)
+    if not isinstance(source, str):
+        raise NotebookError(f"{where}: source is a {type(source).__name__}, not text)")
+    metadata = cell.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise NotebookError(f"{where}: metadata is a {type(metadata).__name__}, not a mapping)")
+    tags = metadata.get("tags", [])
+    if tags is None:
+        metadata.pop("tags")
+    elif not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise NotebookError(f"{where}: tags must be a list of strings, got {tags!r:.60})")
 
 
 def _tags(cell: Any) -> list[str]:

@@ -1,22 +1,22 @@
-"""Run an instructor check inside a submission's kernel, out of the submission's reach.
+"""Run an instructor check inside a kernel, recording only; the verdict is the grader's.
 
 The grader never executes a submission's check cells.  At each check cell's place it sends the
 cell built by :func:`check_snippet`, which, inside the kernel,
 
-1. loads a fresh copy of :mod:`labs.course.checks` from source text the grader sends (so a notebook
-   that patched ``labs.course.checks`` in ``sys.modules``, or defined its own ``exercise``, has
-   no effect) and binds the names the check imports to it;
-2. arms a tripwire on the reference implementations the key forbids for this exercise: every
+1. arms a tripwire on the reference implementations the key forbids for this exercise: every
    function object sharing their code (aliases, ``from ... import ... as``, reloaded copies) is
-   swapped for a trampoline that raises :class:`~labs.course.checks.ReferenceUsed` when the call
-   comes from the submission's code, while calls made by ``labs`` itself or by the check go
-   through;
-3. runs the key's check source (``<labs-grade-check>``), disarms the tripwire, and prints one
-   result line tagged with a random nonce; the grader trusts only that line.
+   swapped for a trampoline that raises ``ReferenceUsed`` when the call comes from the
+   submission's code (a frame whose code object is not one the grader compiled, whatever its file
+   name), or from another thread unless ``labs`` itself made it;
+2. runs the key's check, rewritten by :mod:`labs.course.verdict` so that only the got values are
+   computed, under :mod:`labs.course.recorder`, which prints them as plain data on one line tagged
+   with a random nonce;
+3. disarms the tripwire.
 
-Code in the notebook runs in the same process, so this defends against editing, patching and
-shadowing the checks (attacks 1-3 and 5-7 of the course's test suite), not against a student who
-rewrites the interpreter itself; the sandbox limits what such code can reach.
+Nothing the kernel prints decides a grade: the grader compares the recorded values with the ones
+the trusted reference run recorded (:func:`labs.course.verdict.judge`).  A submission that
+rewrites the interpreter can change what it reports about its own values, not the expected
+values, which never enter its kernel, nor the comparison.
 """
 
 from __future__ import annotations
@@ -25,50 +25,75 @@ import ast
 import secrets
 from pathlib import Path
 
-__all__ = ["check_snippet", "definitions", "parse_result", "pass_lines", "CHECKS_MODULES"]
+from labs.course.rewrite import CHECKS_MODULES, rewrite
+from labs.course.verdict import parse_events
 
-CHECKS_MODULES = ("labs.course.checks", "labs.checks")
-_CHECKS_FILE = Path(__file__).with_name("checks.py")
-_MARK = "labs-grade-result "
-_CHECKS_NAMES = ("exercise", "Check", "CheckFailure", "ReferenceUsed")
+__all__ = ["check_snippet", "definitions", "parse_result", "MARK"]
+
+#: The recorder, read once when the grader starts (before any kernel could touch a file).
+_RECORDER = Path(__file__).with_name("recorder.py").read_text(encoding="utf-8")
+MARK = "labs-grade-result "
 
 _KERNEL_CODE = r"""
 import gc, json, os, sys, types
 
 A = ARGS
-checks = types.ModuleType("labs_grade_checks")
-checks.__dict__["__file__"] = "<labs-grade-checks>"
-exec(compile(A["checks_source"], "<labs-grade-checks>", "exec"), checks.__dict__)
-for name, alias in A["bind"]:
-    USER_NS[alias] = getattr(checks, name)
+check_code = compile(A["source"], "<labs-grade-check>", "exec")
+CHECK_CODES = set()
+todo = [check_code]
+while todo:  # the check's code objects and those of the functions it defines
+    c = todo.pop()
+    CHECK_CODES.add(id(c))
+    todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+recorder_code = compile(A["recorder_source"], "<labs-grade-recorder>", "exec")
+TRUSTED_CODES = set(CHECK_CODES)
+todo = [recorder_code, sys._getframe(0).f_code]  # the recorder and this code (trip, trampolines)
+while todo:
+    c = todo.pop()
+    TRUSTED_CODES.add(id(c))
+    todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+KEEP_ALIVE = [check_code, recorder_code]
+
+
+class ReferenceUsed(BaseException):  # noqa: N818 - as in labs.course.checks
+    pass
 
 TRUSTED = tuple(
     os.path.join(os.path.realpath(p), "")
-    for p in {A["package_dir"], sys.prefix, sys.base_prefix, sys.exec_prefix}
+    for p in [A["package_dir"], *{sys.prefix, sys.base_prefix, sys.exec_prefix}]
 )
 violations = []
 
 
-def from_submission(filename):
-    if filename.startswith(("<labs-grade", "<frozen")):
+def from_submission(code):
+    # Only the grader's own code objects count as the check's or the recorder's: a file name
+    # such as <labs-grade-check> proves nothing.
+    filename = code.co_filename
+    if id(code) in TRUSTED_CODES or filename.startswith("<frozen"):
         return False
     return not os.path.realpath(filename).startswith(TRUSTED) if filename[:1] != "<" else True
 
 
 def make_trip(name, original):
+    def refuse():
+        violations.append(name)
+        raise ReferenceUsed(
+            f"calls the reference implementation {name}, which this exercise asks you "
+            "to write yourself"
+        )
+
     def trip(args, kwargs):
-        frame = sys._getframe(2)
+        caller = sys._getframe(2)
+        frame = caller
         while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename == "<labs-grade-check>":
-                break
-            if from_submission(filename):
-                violations.append(name)
-                raise checks.ReferenceUsed(
-                    f"calls the reference implementation {name}, which this exercise asks you "
-                    "to write yourself"
-                )
+            if id(frame.f_code) in CHECK_CODES:
+                break  # called (through labs or the library) by the check itself
+            if from_submission(frame.f_code):
+                refuse()
             frame = frame.f_back
+        else:  # another thread, or a call the check did not make: only labs may call it
+            if not os.path.realpath(caller.f_code.co_filename).startswith(TRUSTED[:1]):
+                refuse()
         return original(*args, **kwargs)
 
     return trip
@@ -126,6 +151,8 @@ for name in A["references"]:
             "<labs-grade-trip>",
             "exec",
         ).co_consts[0]
+        TRUSTED_CODES.add(id(tramp))
+        KEEP_ALIVE.append(tramp)
         original = types.FunctionType(
             f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__
         )
@@ -134,50 +161,18 @@ for name in A["references"]:
         armed.append((f, f.__code__))
         f.__code__ = tramp
 
-result = {"ok": False, "error": "", "unguarded": sorted(set(unguarded))}
+RECORDER_ARGS = dict(A["recorder"], violations=violations, unguarded=sorted(set(unguarded)))
 try:
-    exec(compile(A["source"], "<labs-grade-check>", "exec"), USER_NS)
-    result["ok"] = True
-except BaseException as err:  # the verdict is reported, whatever the check raised
-    text = str(err).strip().splitlines()
-    result["error"] = f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+    exec(
+        recorder_code,
+        {"__name__": "__labs_grade_recorder__", "ARGS": RECORDER_ARGS, "USER_NS": USER_NS,
+         "CHECK_CODE": check_code},
+    )
 finally:
     for f, code in reversed(armed):
         f.__code__ = code
         f.__globals__.pop("__labs_grade_trip__", None)
-if violations and (result["ok"] or "ReferenceUsed" not in result["error"]):
-    result["ok"] = False
-    result["error"] = (
-        f"ReferenceUsed: Exercise {A['number']} -- calls the reference implementation "
-        f"{violations[0]}, which this exercise asks you to write yourself"
-    )
-sys.stdout.flush()
-print(A["mark"] + A["nonce"] + " " + json.dumps(result), flush=True)
 """
-
-
-def _strip_check_imports(source: str) -> tuple[str, list[tuple[str, str]]]:
-    """Remove ``from labs.course.checks import ...``; return the source and the names to bind."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return source, [(n, n) for n in _CHECKS_NAMES]
-    bind: list[tuple[str, str]] = []
-
-    class Strip(ast.NodeTransformer):
-        def visit_ImportFrom(self, node: ast.ImportFrom):  # noqa: N802 - ast API
-            if node.module in CHECKS_MODULES and not node.level:
-                bind.extend((a.name, a.asname or a.name) for a in node.names)
-                return ast.copy_location(ast.Pass(), node)
-            return node
-
-    tree = ast.fix_missing_locations(Strip().visit(tree))
-    # Names of the checks module a check uses without importing it (imported in an earlier,
-    # editable cell) are bound to the fresh copy too.
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    bound = {alias for _, alias in bind}
-    bind += [(n, n) for n in _CHECKS_NAMES if n in used and n not in bound]
-    return ast.unparse(tree), bind
 
 
 def definitions(source: str) -> str:
@@ -206,20 +201,39 @@ def definitions(source: str) -> str:
 
 
 def check_snippet(
-    number: int, source: str, references: list[str], package_dir: str | Path
+    source: str,
+    references: list[str],
+    package_dir: str | Path,
+    *,
+    student: bool = True,
+    keep: set[str] = frozenset(),
+    not_applicable: tuple[int, ...] = (),
 ) -> tuple[str, str]:
-    """``(code, nonce)``: the cell to execute in place of exercise ``number``'s check cell."""
-    body, bind = _strip_check_imports(source)
+    """``(code, nonce)``: the cell to execute in place of a check cell.
+
+    Args:
+        source: the key's check cell (with the definitions of earlier check cells before it).
+        references: reference implementations the code under test must not call.
+        package_dir: the kernel's copy of ``labs`` (code there may call the references).
+        student: rewrite for a submission's kernel (only got values are computed) or, when
+            ``False``, for the trusted reference run.
+        keep: names other cells read (assignments to them are never dropped).
+        not_applicable: exercises the reference run found not applicable here (skipped).
+    """
+    body, bind = rewrite(source, student, set(keep))
     nonce = secrets.token_hex(16)
     args = {
-        "number": number,
         "source": body,
-        "bind": bind,
-        "references": list(references),
+        "references": list(references) if student else [],
         "package_dir": str(package_dir),
-        "checks_source": _CHECKS_FILE.read_text(encoding="utf-8"),
-        "mark": _MARK,
-        "nonce": nonce,
+        "recorder_source": _RECORDER,
+        "recorder": {
+            "mode": "student" if student else "reference",
+            "mark": MARK,
+            "nonce": nonce,
+            "na": [int(n) for n in not_applicable],
+            "bind": bind,
+        },
     }
     code = (
         "import builtins as __labs_grade_builtins\n"
@@ -232,20 +246,6 @@ def check_snippet(
     return code, nonce
 
 
-def parse_result(stdout: str, nonce: str) -> dict | None:
-    """The result line with ``nonce`` in a check's output (the last one), or ``None``."""
-    import json
-
-    found = None
-    for line in stdout.split("\n"):
-        if line.startswith(_MARK + nonce + " "):
-            try:
-                found = json.loads(line[len(_MARK) + len(nonce) + 1 :])
-            except ValueError:
-                found = None
-    return found
-
-
-def pass_lines(stdout: str) -> list[str]:
-    """The ``PASS exercise N: ...`` lines a check printed."""
-    return [line for line in stdout.splitlines() if line.startswith("PASS exercise ")]
+def parse_result(stdout: str, nonce: str) -> list | None:
+    """The recorded events with ``nonce`` in a check's output (the last line), or ``None``."""
+    return parse_events(stdout, MARK, nonce)

@@ -1,26 +1,28 @@
-"""A sandboxed Jupyter kernel per submission: temporary folder, no network, killed on timeout.
+"""A sealed Jupyter kernel per submission: own namespaces, limits, killed with all it started.
 
-:class:`Sandbox` gives each submission
+:class:`Sandbox` gives each kernel (a submission's, or the trusted reference run's)
 
-* a fresh temporary working directory (deleted afterwards) that is also the kernel's ``TMPDIR``;
-* its own copy of the ``labs`` package, first on ``PYTHONPATH``, so ``labs.__file__`` leads to no
-  solution notebook (the book's ``book/labs`` sits beside the repository's copy, not this one);
-* on Linux, where ``unshare -rnm`` works (unprivileged user namespaces), a private network namespace
-  with only a loopback interface (no route out) and a private mount namespace in which the book,
-  the answer keys, the tests and the git history of the repository are covered by empty folders;
-* a kernel environment without the grader's own variables, talking to the grader over Unix sockets
-  (``ipc`` transport: no TCP port at all);
-* its own process group, killed with ``SIGKILL`` on timeout or when grading ends (a cell that
-  ignores ``SIGINT`` cannot outlive it).
+* a fresh folder (deleted afterwards) with a work folder, ``TMPDIR`` and ``HOME`` of its own;
+* its own read-only copy of the ``labs`` package, first on ``PYTHONPATH``;
+* an environment built from :data:`~labs.course.isolation.ENV_ALLOW` (nothing else of the
+  grader's), talking to the grader over Unix sockets in its folder (``ipc``: no TCP port);
+* on Linux, where :func:`~labs.course.isolation.isolation_available` says so, the seal of
+  :mod:`labs.course.jail`: user, PID, mount and network namespaces, a read-only file system with
+  the repository, home folder, class folders and other kernels hidden, and rlimits;
+* a per-cell output limit: a kernel that prints more is stopped (status ``flood``);
+* on timeout or at the end, ``SIGKILL`` to ``unshare`` and the process group: with
+  ``--kill-child`` the namespace's PID 1 dies, and with it every process it started.
 
-Where ``unshare`` is missing or refused (macOS, Windows, containers that forbid user namespaces)
-the kernel still gets the folder, the package copy and the process group, and :attr:`isolation`
-says that the network and the repository stay reachable.
+Where the namespaces are unavailable the kernel keeps the folder, the package copy, the
+environment, the process-group kill and the output limit, and :attr:`Sandbox.isolation` says what
+is not isolated.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import queue
 import secrets
 import shutil
@@ -30,80 +32,31 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
+from labs.course.isolation import (
+    ENV_ALLOW,
+    FILE_LIMIT,
+    JAIL,
+    LAUNCH,
+    MEMORY_LIMIT,
+    OUTPUT_LIMIT,
+    PROCESS_LIMIT,
+    UNSHARE,
+    isolation_available,
+)
 from labs.course.notebooks import REPO_ROOT
 
-__all__ = ["Sandbox", "CellResult", "isolation_available", "HIDDEN_FROM_SUBMISSIONS"]
+__all__ = ["Sandbox", "CellResult"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  #: the ``labs`` package being graded with
-#: Repository folders a submission must not read (solutions, keys, wrong answers, history).
-HIDDEN_FROM_SUBMISSIONS = ("book", "instructor", "tests", ".git")
-_DROP_ENV = ("LABS_GRADE", "PYTEST", "JPY_", "JUPYTER_RUNTIME", "COV_CORE", "PWD", "OLDPWD")
-
-_SETUP = r'''"""Set up the grading sandbox's namespaces (written by labs.course.sandbox)."""
-import ctypes, fcntl, os, socket, struct, sys
-
-
-def _setup(hide):
-    # Bring up loopback in the new network namespace (servers on 127.0.0.1 keep working).
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifreq = fcntl.ioctl(s, 0x8913, struct.pack("16sh", b"lo", 0))  # SIOCGIFFLAGS
-        flags = struct.unpack("16sh", ifreq)[1]
-        fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 0x1))  # SIOCSIFFLAGS, IFF_UP
-    libc = ctypes.CDLL(None, use_errno=True)
-    for path in hide:
-        if os.path.isdir(path):
-            if libc.mount(b"none", path.encode(), b"tmpfs", 0, b"size=4k,mode=0555") != 0:
-                raise OSError(ctypes.get_errno(), f"cannot cover {path}")
-    # A nested user + mount namespace locks those mounts: the kernel cannot unmount them.
-    if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
-        raise OSError(ctypes.get_errno(), "nested unshare failed")
-    for name, text in (("setgroups", "deny"), ("uid_map", "0 0 1"), ("gid_map", "0 0 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
-'''
-
-_LAUNCH = """
-if {isolated!r}:
-    _setup({hide!r})
-sys.argv = ["ipykernel_launcher", *sys.argv[1:]]
-from ipykernel import kernelapp
-
-kernelapp.launch_new_instance()
-"""
-
-
-@lru_cache(maxsize=1)
-def isolation_available() -> str:
-    """``""`` when the namespaces of the sandbox work here, else why not (one line)."""
-    if not sys.platform.startswith("linux"):
-        return f"no network or filesystem isolation on {sys.platform} (needs Linux namespaces)"
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return "no network or filesystem isolation: the unshare command is missing (util-linux)"
-    with tempfile.TemporaryDirectory(prefix="labs-grade-probe-") as tmp:
-        probe = _SETUP + f"_setup([{tmp!r}])\nprint(os.listdir({tmp!r}) == [])\n"
-        Path(tmp, "secret").write_text("x")
-        try:
-            done = subprocess.run(
-                [unshare, "-rnm", sys.executable, "-c", probe],
-                capture_output=True, text=True, timeout=60, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return f"no network or filesystem isolation: unshare failed ({err})"
-    if done.returncode != 0 or done.stdout.strip() != "True":
-        why = (done.stderr.strip().splitlines() or [done.stdout.strip() or "refused"])[-1]
-        return f"no network or filesystem isolation: unshare -rnm is refused here ({why})"
-    return ""
 
 
 @dataclass
 class CellResult:
     """What one executed code cell did."""
 
-    status: str  #: "ok", "error", "timeout" or "died"
+    status: str  #: "ok", "error", "timeout", "died" or "flood" (too much output: killed)
     error: str = ""  #: ``"Name: message"`` (first line) for errors; the reason otherwise
     stdout: str = ""  #: everything the cell printed to stdout
 
@@ -119,8 +72,15 @@ class Sandbox:
         startup_timeout: seconds to wait for the kernel to answer.
     """
 
-    def __init__(self, isolate: bool = True, hide=(), startup_timeout: float = 60):
+    def __init__(
+        self,
+        isolate: bool = True,
+        hide=(),
+        startup_timeout: float = 60,
+        memory: int = MEMORY_LIMIT,
+    ):
         self.isolation = isolation_available() if isolate else "isolation turned off"
+        self.memory = memory
         self.extra_hide = [Path(h) for h in hide]
         self.startup_timeout = startup_timeout
         self.dir: Path | None = None
@@ -150,9 +110,9 @@ class Sandbox:
         from jupyter_client.connect import write_connection_file
 
         self.dir = Path(tempfile.mkdtemp(prefix="labs-grade-"))
-        work, tmp = self.dir / "work", self.dir / "tmp"
-        work.mkdir()
-        tmp.mkdir()
+        work, tmp, home = self.dir / "work", self.dir / "tmp", self.dir / "home"
+        for folder in (work, tmp, home):
+            folder.mkdir()
         shutil.copytree(PACKAGE_DIR, self.package_dir, ignore=shutil.ignore_patterns("*.egg-info"))
         conn, _ = write_connection_file(
             str(self.dir / "kernel.json"),
@@ -161,18 +121,30 @@ class Sandbox:
             key=secrets.token_hex(16).encode(),
         )
         launcher = self.dir / "launch_kernel.py"
-        hide = self._hidden()
-        launcher.write_text(_SETUP + _LAUNCH.format(hide=hide, isolated=not self.isolation))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
+        spec = {
+            "box": str(self.dir),
+            "cover": self._hidden(),
+            "readable": self._readable(),
+            "limits": {"data": self.memory, "fsize": FILE_LIMIT, "nofile": 4096,
+                       "nproc": PROCESS_LIMIT},
+        }  # fmt: skip
+        launcher.write_text(
+            JAIL + LAUNCH.format(spec=json.dumps(spec), isolated=not self.isolation)
+        )
+        env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
         env.update(
             PYTHONPATH=str(self.package_dir.parent),
             PYTHONHASHSEED="0",
+            HOME=str(home),
             TMPDIR=str(tmp),
-            IPYTHONDIR=str(self.dir / "ipython"),
+            IPYTHONDIR=str(home / ".ipython"),
+            MPLCONFIGDIR=str(home / ".matplotlib"),
             PYDEVD_DISABLE_FILE_VALIDATION="1",
         )
-        env.pop("MPLBACKEND", None)  # the kernel's inline backend, as in the book's build
-        prefix = [] if self.isolation else [shutil.which("unshare") or "unshare", "-rnm"]
+        prefix = [] if self.isolation else [shutil.which("unshare") or "unshare", *UNSHARE]
+        setarch = shutil.which("setarch") if sys.platform.startswith("linux") else None
+        if setarch:  # no address randomisation: hash(None) and ids agree with the reference run
+            prefix += [setarch, platform.machine(), "--addr-no-randomize"]
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, str(launcher), "-f", conn],
             cwd=work,
@@ -201,17 +173,30 @@ class Sandbox:
                     ) from None
 
     def _hidden(self) -> list[str]:
-        """Folders to cover: the repository's instructor material and ``hide``, where safe."""
-        needed = [self.dir, Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)]
-        needed += [Path(os.path.expanduser("~")), PACKAGE_DIR]
-        needed = [p.resolve() for p in needed]
-        candidates = [REPO_ROOT / name for name in HIDDEN_FROM_SUBMISSIONS] + self.extra_hide
-        out = []
+        """Folders to cover: the repository, the home folder, the grader's folder, ``hide``."""
+        candidates = [REPO_ROOT, PACKAGE_DIR.parent, Path.home(), Path.cwd(), *self.extra_hide]
+        for name, module in list(sys.modules.items()):  # editable installs of labs elsewhere
+            if name.startswith("__editable__") and isinstance(getattr(module, "MAPPING", 0), dict):
+                candidates += [Path(v).parent for v in module.MAPPING.values()]
+        system = [Path(p) for p in ("/usr", "/lib", "/lib64", "/bin", "/etc", "/opt", "/var",
+                                    "/proc", "/sys", "/dev", "/run")]  # fmt: skip
+        box = self.dir.resolve()
+        out = set()
         for path in candidates:
             path = path.resolve()
-            if path.is_dir() and not any(n == path or path in n.parents for n in needed):
-                out.append(str(path))
-        return sorted(set(out))
+            if not path.is_dir() or path == box or box in path.parents:
+                continue
+            if any(path == s or path in s.parents for s in system):
+                continue  # never hide the system (the grader's folder may be / or /usr/...)
+            out.add(str(path))
+        return sorted(out)
+
+    @staticmethod
+    def _readable() -> list[str]:
+        """Folders Python needs (bound back read-only where a covered folder holds them)."""
+        paths = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+        paths |= {p for p in sys.path if p and Path(p).is_dir() and "site-packages" in p}
+        return sorted(str(Path(p).resolve()) for p in paths)
 
     def _log_tail(self) -> str:
         try:
@@ -221,13 +206,26 @@ class Sandbox:
         return lines[-1] if lines else "no output"
 
     def kill(self) -> None:
-        """Kill the kernel's whole process group (children included)."""
+        """Kill the kernel: its PID namespace (all it started) or else its process group."""
         if self.proc is not None and self.proc.poll() is None:
+            inner = self._children(self.proc.pid)  # PID 1 of the namespace, under unshare
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self.proc.wait(timeout=30)
+            deadline = time.monotonic() + 10
+            while inner and time.monotonic() < deadline:  # the namespace dies with its PID 1
+                inner = [p for p in inner if Path(f"/proc/{p}").exists()]
+                time.sleep(0.02)
+
+    @staticmethod
+    def _children(pid: int) -> list[int]:
+        try:
+            text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
 
     def close(self) -> None:
         if self.client is not None:
@@ -257,6 +255,7 @@ class Sandbox:
         msg_id = client.execute(source, store_history=False, allow_stdin=False, stop_on_error=False)
         deadline = time.monotonic() + timeout
         out: list[str] = []
+        size = 0
         error = ""
         idle = False
         while not idle:
@@ -273,6 +272,12 @@ class Sandbox:
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
+            size += len(str(content)) if kind != "status" else 0
+            if size > OUTPUT_LIMIT:
+                self.kill()
+                return CellResult(
+                    "flood", f"invalid: the cell printed more than {OUTPUT_LIMIT // 2**20} MiB"
+                )
             if kind == "stream" and content.get("name") == "stdout":
                 out.append(content.get("text", ""))
             elif kind == "error" and not error:

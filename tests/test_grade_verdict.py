@@ -1,0 +1,195 @@
+"""The verdict outside the kernel: rewriting, plain data, judging, and exercises not applicable."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+from labs.course.grade import grade_notebooks
+from labs.course.gradebook import rows
+from labs.course.rewrite import rewrite
+from labs.course.verdict import NotPlain, decode, judge
+from notebook_factory import cell, good_lab, write, write_lab_and_key
+
+CHECK = """from labs.course.checks import exercise
+with exercise(3, "sums") as check:
+    expected = reference_sum([1, 2, 3])
+    x = rng.standard_normal(3)
+    check.equal(my_sum([1, 2, 3]), expected, "my_sum([1, 2, 3])")
+    check.close(my_sum(x), float(np.sum(x)), "my_sum of normals", rtol=1e-9)
+    check.true(my_sum([]) == 0, "empty sum")
+    check.raises(TypeError, my_sum, None, what="None is refused")"""
+
+
+def test_the_student_version_computes_only_got_values():
+    code, bind = rewrite(CHECK, student=True)
+    assert "reference_sum" not in code and "expected" not in code  # dropped: only fed expected
+    assert "rng.standard_normal" in code  # kept: it draws the inputs that follow
+    assert "check.equal(my_sum([1, 2, 3]))" in code
+    assert "check.close(my_sum(x))" in code and "np.sum" not in code
+    assert "check.compare(my_sum([]), 0, 'Eq')" in code
+    assert "check.raises(None, my_sum, None)" in code and "TypeError" not in code
+    assert "if check.runs:" in code and bind == ["exercise"]
+    full, _ = rewrite(CHECK, student=False)
+    assert "reference_sum" in full and "rtol=1e-09" in full and "'None is refused'" in full
+
+
+def test_an_assignment_other_cells_read_is_kept():
+    code, _ = rewrite(CHECK, student=True, keep={"expected"})
+    assert "expected = reference_sum([1, 2, 3])" in code
+
+
+def _nd(arr):
+    return {"nd": [arr.dtype.str, list(arr.shape), base64.b64encode(arr.tobytes()).decode()]}
+
+
+def test_decode_plain_data_and_refuse_the_rest():
+    arr = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert np.array_equal(decode(_nd(arr)), arr)
+    assert decode({"t": [1, {"l": [2.5, None]}, "x"]}) == (1, [2.5, None], "x")
+    assert decode({"d": [["a", {"set": [1, 2]}]]}) == {"a": {1, 2}}
+    assert np.isnan(decode({"f": "nan"}))
+    assert decode({"bad": "mod.Anything"}) == NotPlain("mod.Anything")
+    bad = _nd(arr)
+    bad["nd"][1] = [4, 4]  # the shape does not match the bytes
+    assert isinstance(decode(bad), NotPlain)
+    assert isinstance(decode({"nd": ["|O", [1], ""]}), NotPlain)  # object arrays never
+    assert isinstance(decode({"eval": "__import__('os')"}), NotPlain)
+
+
+def _events(got, *rest, method="equal", kw=None):
+    return [["begin", 1, "t"], ["call", method, got, list(rest), kw or {}], ["end"]]
+
+
+def test_judge_compares_in_the_grader():
+    ref = _events(42, 42, "f(21)")
+    (v,) = judge(ref, _events(42))
+    assert (v.status, v.message) == ("pass", "PASS exercise 1: t — 1 check: f(21)")
+    (v,) = judge(ref, _events(41))
+    assert v.status == "fail" and "f(21): expected 42, got 41" in v.message
+    (v,) = judge(ref, _events({"bad": "x.AlwaysEqual"}))
+    assert v.status == "fail" and "x.AlwaysEqual, which is not plain data" in v.message
+    (v,) = judge(ref, [["begin", 1, "t"], ["end"]])  # a forged "nothing to check"
+    assert v.status == "fail" and "ran 0 assertion(s) where the key's run ran 1" in v.message
+    (v,) = judge(ref, [["begin", 1, "t"], ["error", ["NotImplementedError"], "Exercise 1: f"]])
+    assert "not implemented yet" in v.message
+    for garbled in ([["begin", 1, "t"], ["error", [], 3]], [["begin", 1, "t"], ["call"]], [7]):
+        (v,) = judge(ref, garbled)
+        assert v.status == "fail", garbled
+    (v,) = judge(_events(41, 42, "f(21)"), _events(42))  # the key's own run fails its check
+    assert v.status == "key"
+    cond = _events({"l": [3, 3, "Eq"]}, "same", method="compare")
+    (v,) = judge(cond, _events({"l": [3, 3, "Eq"]}, method="compare"))
+    assert v.status == "pass"
+    (v,) = judge(cond, _events({"l": [3, {"bad": "x.Eq"}, "Eq"]}, method="compare"))
+    assert v.status == "fail"
+
+
+def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):
+    nb = good_lab()
+    nb.cells[5].source = (
+        "from labs.course.checks import exercise\n"
+        'with exercise(2, "area", needs=["no_such_module_xyz"]) as check:\n'
+        "    check.close(area, math.pi, 'area')"
+    )
+    _, key = write_lab_and_key(tmp_path / "instructor", "lab97-needs", nb)
+    sub = good_lab()
+    sub.cells[5].source = nb.cells[5].source
+    sub.cells.insert(4, cell("import no_such_module_xyz"))  # would fail if it ran
+    (r,) = grade_notebooks([write(tmp_path / "s" / "lab97-needs.ipynb", sub)], key=key)
+    e1, e2 = r.exercises
+    assert (e1.outcome, e1.status) == ("PASS", "graded")
+    assert (e2.outcome, e2.status) == ("N/A", "not applicable")
+    assert e2.error == (
+        "N/A exercise 2: needs no_such_module_xyz "
+        "(install: no_such_module_xyz: pip install no_such_module_xyz)"
+    )
+    row = rows([r], {})[1]
+    assert (row["outcome"], row["points"], row["status"]) == ("N/A", "", "not applicable")
+
+
+def test_the_kernel_encodes_exact_types_only():
+    from pathlib import Path
+
+    import torch
+
+    import labs.course
+
+    ns = {
+        "ARGS": {"mode": "reference", "mark": "m ", "nonce": "n", "na": [], "bind": []},
+        "USER_NS": {},
+        "CHECK_CODE": compile("pass", "<check>", "exec"),
+    }
+    exec(
+        compile(
+            Path(labs.course.__file__).with_name("recorder.py").read_text(), "<recorder>", "exec"
+        ),
+        ns,
+    )
+    encode = ns["encode"]
+
+    class Sly(float):
+        pass
+
+    class LookAlike:
+        pass
+
+    LookAlike.__module__, LookAlike.__qualname__ = "builtins", "float"
+    assert encode(Sly(1.0)) == {
+        "bad": f"{__name__}.test_the_kernel_encodes_exact_types_only.<locals>.Sly"
+    }
+    assert encode(LookAlike) == {"bad": "the class builtins.float"}
+    assert encode(float) == {"cls": "builtins.float"}
+    assert decode(encode(torch.Size([2, 3]))) == (2, 3)
+    assert decode(encode(range(3))) == [0, 1, 2]
+    t = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)
+    assert np.array_equal(decode(encode(t)), np.array([1.5, -2.0], dtype=np.float32))
+    assert decode(encode({"a": (1, 2.5, None, "s", True)})) == {"a": (1, 2.5, None, "s", True)}
+
+
+def _record(source: str, student: bool, user_ns: dict) -> list:
+    """Run a check cell through rewrite + recorder in this process; return the events."""
+    import io
+    import json
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import labs.course
+
+    code, bind = rewrite(source, student)
+    args = {"mode": "student" if student else "reference", "mark": "m ", "nonce": "n",
+            "na": [], "bind": bind}  # fmt: skip
+    ns = {"ARGS": args, "USER_NS": user_ns, "CHECK_CODE": compile(code, "<check>", "exec")}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(
+            compile(Path(labs.course.__file__).with_name("recorder.py").read_text(), "<r>", "exec"),
+            ns,
+        )
+    line = [x for x in out.getvalue().splitlines() if x.startswith("m n ")][-1]
+    return json.loads(line[4:])
+
+
+def test_recorded_values_round_trip_and_compare_in_the_grader():
+    from collections import Counter
+
+    import torch
+
+    source = """from labs.course.checks import exercise
+with exercise(1, "round trip") as check:
+    check.close(peak(torch.arange(5.0)), torch.arange(5.0).max(), "0-d tensors keep their shape")
+    check.true(set(ops()) <= {"send", "recv"}, "only send and recv")
+    check.true(Counter(ops()) <= Counter(send=2, recv=2), "a multiset")
+    check.true("bias" in buffers(), "a name among the buffers")
+    check.equal(type(peak(torch.ones(1)).item()), float, "a float")"""
+    good = {
+        "torch": torch, "Counter": Counter, "peak": lambda x: x.max(),
+        "ops": lambda: ["send", "recv"], "buffers": lambda: {"bias": torch.zeros(2)},
+    }  # fmt: skip
+    ref = _record(source, False, dict(good))
+    (v,) = judge(ref, _record(source, True, dict(good)))
+    assert v.status == "pass", v
+    bad = dict(good, ops=lambda: ["send", "all_reduce"], buffers=lambda: {"weight": 1})
+    (v,) = judge(ref, _record(source, True, bad))
+    assert v.status == "fail" and "only send and recv" in v.message, v
