@@ -6,7 +6,7 @@ request filled can serve any later request whose tokens agree *up to the end of 
 vLLM's automatic prefix caching (and nano-vllm) find such blocks by a hash that chains the
 previous block's hash with the block's own tokens::
 
-    h_0 = hash((None, *tokens[0:16]))      h_i = hash((h_{i-1}, *tokens[16 i : 16 (i + 1)]))
+    h_0 = hash((-1, *tokens[0:16]))        h_i = hash((h_{i-1}, *tokens[16 i : 16 (i + 1)]))
 
 Equal hashes mean equal prefixes, not just equal blocks: the same 16 tokens after a different
 prefix get another hash, as they must, because their keys and values differ. Only *full* blocks
@@ -39,10 +39,13 @@ __all__ = ["block_hash", "block_hashes", "PrefixCachingBlockManager"]
 def block_hash(parent: int | None, tokens: Sequence[int]) -> int:
     """Hash of one full block: its tokens chained with the hash of the block before (or None).
 
-    Python hashes tuples of ints the same way in every process (only ``str`` and ``bytes``
-    hashes are randomised), so the keys are reproducible.
+    The first block's parent is written as ``-1``, a value CPython's ``hash`` never returns, so
+    no real key can be mistaken for "no block before".  Python hashes tuples of ints the same way
+    in every process (only ``str`` and ``bytes`` hashes are randomised; ``hash(None)`` also varies
+    between processes before Python 3.12, which is why it is not used), so the keys are
+    reproducible.
     """
-    return hash((parent, *(int(t) for t in tokens)))
+    return hash((-1 if parent is None else parent, *(int(t) for t in tokens)))
 
 
 def block_hashes(tokens: Sequence[int], block_size: int) -> list[int]:

@@ -210,7 +210,7 @@ WRONG = [
         8,
         "hashes each block without its prefix",
         old="parent = hash((parent, *tokens[i * block_size : (i + 1) * block_size]))",
-        new="parent = hash((None, *tokens[i * block_size : (i + 1) * block_size]))",
+        new="parent = hash((-1, *tokens[i * block_size : (i + 1) * block_size]))",
     ),
     Wrong(
         8,
