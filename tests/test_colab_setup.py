@@ -14,7 +14,7 @@ import yaml
 
 from conftest import REPO
 from labs.course import colab
-from labs.course.notebooks import setup_cell_source
+from labs.course.setup_cell import setup_cell_source
 
 
 def _run_setup_cell(monkeypatch, on_colab: bool, installed: bool = True) -> tuple[list, list]:

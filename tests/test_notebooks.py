@@ -11,7 +11,8 @@ import yaml
 
 from conftest import LABS, REPO, STUDENT, script
 from labs.course.key import KEY_DIR, load_key
-from labs.course.notebooks import parse_lab, setup_cell_source
+from labs.course.notebooks import parse_lab
+from labs.course.setup_cell import setup_cell_source
 
 ALL_NOTEBOOKS = sorted([*REPO.glob("book/**/*.ipynb"), *STUDENT.glob("*.ipynb")])
 
@@ -52,13 +53,16 @@ def test_student_folder_is_up_to_date():
 
 
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.name)
-def test_every_lab_has_an_answer_key_without_solutions(path):
+def test_every_lab_has_an_answer_key_and_no_student_copy_holds_solutions(path):
+    """The key (instructor/keys/) carries the reference solution the grader runs in its trusted
+    kernel (key format 2); the student notebook carries none, and no key sits in student/."""
     key_path = KEY_DIR / f"{path.stem}.json"
     assert key_path.is_file(), f"{key_path} is missing; run: labs-release"
     key = load_key(key_path)
     assert sorted(map(int, key["exercises"])) == sorted(parse_lab(path).exercises)
-    text = key_path.read_text(encoding="utf-8")
-    assert "BEGIN SOLUTION" not in text, f"{key_path} holds solution code"
+    assert key.get("format") == 2 and key.get("cells"), f"{key_path}: not a format-2 key"
+    student = (STUDENT / path.name).read_text(encoding="utf-8")
+    assert "BEGIN SOLUTION" not in student, f"student/{path.name} holds solution code"
     assert not list(STUDENT.glob("*.json")), "answer keys must not be in student/"
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from labs.course import release
 from labs.course.key import compare, load_key, source_hash
-from labs.course.notebooks import NotebookError, parse_lab, setup_cell_source, student_version
+from labs.course.notebooks import NotebookError, parse_lab, student_version
+from labs.course.setup_cell import setup_cell_source
 from notebook_factory import CHECK, SOLUTION, cell, good_lab, lab, write
 
 

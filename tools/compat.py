@@ -175,7 +175,7 @@ def build_env(profile: str, work: Path, wheel: Path, torch_spec: str) -> Path:
 
 def setup_cell() -> str:
     sys.path.insert(0, str(REPO))
-    from labs.course.notebooks import setup_cell_source
+    from labs.course.setup_cell import setup_cell_source
 
     return setup_cell_source()
 

@@ -1,7 +1,8 @@
 """Course tooling, kept apart from the teaching code.
 
 :mod:`labs.course.checks` the assertions of the exercise check cells; :mod:`labs.course.notebooks`
-the exercise format (parse a lab, derive the student version); :mod:`labs.course.release` writes the
+the exercise format (parse a lab, derive the student version); :mod:`labs.course.setup_cell` the
+first cell of every lab and :mod:`labs.course.colab` what it installs on Colab; :mod:`labs.course.release` writes the
 student notebooks and the answer keys (``labs-release``); :mod:`labs.course.key` the answer key and
 tamper detection.  Grading (``labs-grade``): :mod:`labs.course.isolation` and
 :mod:`labs.course.jail` seal each kernel in Linux namespaces with limits;

@@ -1,6 +1,6 @@
 """What the first cell of every lab does on Google Colab: install the packages the labs need.
 
-The set-up cell (:func:`labs.course.notebooks.setup_cell_source`) installs ``labs`` itself with
+The set-up cell (:func:`labs.course.setup_cell.setup_cell_source`) installs ``labs`` itself with
 ``pip install --no-deps`` and then calls :func:`install_requirements`, which installs the
 requirements of ``dlsys-labs`` that the runtime lacks (on Colab: ``sacrebleu``, ``onnxruntime``,
 ``faiss-cpu``, ...) while holding what is already there at its installed version: Colab's own

@@ -33,8 +33,6 @@ __all__ = [
     "parse_lab",
     "student_version",
     "strip_outputs",
-    "setup_cell_source",
-    "repository_setting",
     "write_notebook_atomic",
     "dumps",
 ]
@@ -271,56 +269,6 @@ def student_version(info: LabInfo) -> Any:
         else:
             cell.metadata.pop("tags", None)
     return nb
-
-
-def repository_setting() -> tuple[str, str]:
-    """``(url, branch)`` of the book's repository, read from ``_config.yml`` (one setting)."""
-    import yaml
-
-    config_path = REPO_ROOT / "_config.yml"
-    try:
-        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-        repo = config["repository"]
-        return str(repo["url"]).rstrip("/"), str(repo.get("branch", "main"))
-    except (OSError, KeyError, TypeError) as err:
-        raise NotebookError(
-            f"{config_path}: cannot read repository.url ({err}); it configures the launch buttons "
-            "and the Colab set-up cell"
-        ) from err
-
-
-def setup_cell_source(url: str | None = None, branch: str | None = None) -> str:
-    """The first code cell of every lab: on Colab, install ``labs`` and what the labs need
-    (:mod:`labs.course.colab`), keeping Colab's torch; elsewhere, do nothing."""
-    if url is None or branch is None:
-        url, branch = repository_setting()
-    return (
-        "# Set-up: on Google Colab, install this book's `labs` package and the packages the labs\n"
-        "# need, keeping Colab's own PyTorch. Anywhere else (a laptop, a workstation, the book's\n"
-        "# own build) this cell does nothing.\n"
-        "import sys\n"
-        "\n"
-        'if "google.colab" in sys.modules:\n'
-        "    import importlib.metadata\n"
-        "    import subprocess\n"
-        "\n"
-        "    try:\n"
-        '        importlib.metadata.version("dlsys-labs")\n'
-        "        installed = True\n"
-        "    except importlib.metadata.PackageNotFoundError:\n"
-        "        installed = False\n"
-        "    if not installed:\n"
-        f'        package = "dlsys-labs @ git+{url}@{branch}"\n'
-        '        cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", package]\n'
-        "        if subprocess.run(cmd).returncode != 0:\n"
-        "            raise RuntimeError(\n"
-        '                f"Set-up: could not install {package} (pip\'s message is above); check "\n'
-        '                "that the runtime is connected to the internet and run this cell again"\n'
-        "            )\n"
-        "    from labs.course.colab import install_requirements\n"
-        "\n"
-        "    install_requirements()  # all but torch; quiet when everything is there"
-    )
 
 
 def write_notebook_atomic(nb: Any, path: str | Path) -> None:

@@ -31,10 +31,10 @@ from labs.course.notebooks import (
     dumps,
     load_notebook,
     parse_lab,
-    setup_cell_source,
     strip_outputs,
     student_version,
 )
+from labs.course.setup_cell import setup_cell_source
 
 __all__ = ["main", "default_labs", "prepare"]
 
