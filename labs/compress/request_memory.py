@@ -23,9 +23,10 @@ import psutil
 import torch
 import torch.nn as nn
 
+from labs.inference.int8 import weight_bytes
 from labs.inference.kv_cache import KVCache, generate
 
-__all__ = ["memory_timeline", "request_memory", "rss_bytes", "model_bytes"]
+__all__ = ["memory_timeline", "request_memory", "rss_bytes"]
 
 
 @contextmanager
@@ -64,16 +65,6 @@ def memory_timeline(fn: Callable[[], object]) -> list[int]:
     return out
 
 
-def model_bytes(model: nn.Module) -> int:
-    """Bytes of the distinct parameters and buffers a model holds in memory."""
-    seen, total = set(), 0
-    for t in list(model.parameters()) + list(model.buffers()):
-        if t.data_ptr() not in seen:
-            seen.add(t.data_ptr())
-            total += t.numel() * t.element_size()
-    return total
-
-
 def rss_bytes() -> int:
     """Resident set size of this process in bytes (everything it has in RAM)."""
     return psutil.Process().memory_info().rss
@@ -92,7 +83,7 @@ def request_memory(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int) 
     kv = KVCache.for_model(model, b, t + max_new_tokens).nbytes()
     timeline = memory_timeline(lambda: generate(model, prompt, max_new_tokens))
     peak = max(timeline) if timeline else 0
-    weights = model_bytes(model)
+    weights = weight_bytes(model)
     return {
         "weights": weights,
         "kv_cache": kv,
