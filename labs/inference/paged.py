@@ -81,12 +81,8 @@ class BlockManager:
         if self.ref_count[block] == 0:
             self.free_blocks.append(block)
 
-    def allocate(self, seq_id: Hashable, n_tokens: int) -> list[int]:
-        """Give a new sequence blocks for its first ``n_tokens`` tokens; returns its block table.
-
-        Raises ``ValueError`` if ``seq_id`` exists, ``n_tokens < 1``, or the request is larger
-        than the whole pool (it could never run); :class:`OutOfBlocks` if it does not fit *now*.
-        """
+    def _check_new(self, seq_id: Hashable, n_tokens: int) -> int:
+        """Blocks a new sequence of ``n_tokens`` needs; ``ValueError`` if it can never be given."""
         if seq_id in self.tables:
             raise ValueError(f"allocate: sequence {seq_id!r} already has blocks; free it first")
         if n_tokens < 1:
@@ -97,6 +93,15 @@ class BlockManager:
                 f"allocate: {n_tokens} tokens need {need} blocks but the pool has only "
                 f"{self.num_blocks} blocks of {self.block_size} tokens; it can never fit"
             )
+        return need
+
+    def allocate(self, seq_id: Hashable, n_tokens: int) -> list[int]:
+        """Give a new sequence blocks for its first ``n_tokens`` tokens; returns its block table.
+
+        Raises ``ValueError`` if ``seq_id`` exists, ``n_tokens < 1``, or the request is larger
+        than the whole pool (it could never run); :class:`OutOfBlocks` if it does not fit *now*.
+        """
+        need = self._check_new(seq_id, n_tokens)
         if need > self.num_free:
             raise OutOfBlocks(f"allocate: need {need} blocks, {self.num_free} free")
         self.tables[seq_id] = [self._take() for _ in range(need)]

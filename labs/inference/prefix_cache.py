@@ -141,16 +141,7 @@ class PrefixCachingBlockManager(BlockManager):
             return table
         if len(token_ids) != n_tokens:
             raise ValueError(f"allocate: {len(token_ids)} token_ids for n_tokens={n_tokens}")
-        if seq_id in self.tables:
-            raise ValueError(f"allocate: sequence {seq_id!r} already has blocks; free it first")
-        if n_tokens < 1:
-            raise ValueError(f"allocate: n_tokens must be >= 1, got {n_tokens}")
-        need = self.blocks_for(n_tokens)
-        if need > self.num_blocks:
-            raise ValueError(
-                f"allocate: {n_tokens} tokens need {need} blocks but the pool has only "
-                f"{self.num_blocks} blocks of {self.block_size} tokens; it can never fit"
-            )
+        need = self._check_new(seq_id, n_tokens)
         if not self.can_allocate(n_tokens, token_ids):
             raise OutOfBlocks(f"allocate: need up to {need} blocks, {self.num_free} free")
         hits = self.match(token_ids)
