@@ -182,7 +182,9 @@ def definitions(source: str) -> str:
     cell defined and a later check calls.
     """
     try:
-        tree = ast.parse(source)
+        from labs.course.rewrite import parse_source
+
+        tree = parse_source(source)
     except SyntaxError:
         return ""
     keep = []
