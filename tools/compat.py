@@ -24,9 +24,10 @@ Profiles:
     ipykernel 6.17.1, ...) preinstalled and held as constraints, ``google.colab`` importable, and
     the labs' set-up cell (:mod:`labs.course.colab`) installing what Colab lacks.
 
-torch is the CPU build ``TORCH_SPEC`` (default ``torch==2.13.0``) in both: CI cannot download
-Colab's CUDA build. An environment is rebuilt only when its requirements change; pip's cache
-keeps downloads to the first run.
+torch is, in ``lowest``, the lower bound of its range in pyproject.toml and, in ``colab``, the
+version pinned in ``tools/compat/colab.txt`` (Colab's): both PyPI's Linux wheel, whose CUDA
+libraries load but find no GPU here (``TORCH_SPEC`` overrides both). An environment is rebuilt
+only when its requirements change; pip's cache keeps downloads to the first run.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def runtime_requirements() -> list[str]:
 
 
 def lowest_pins() -> list[str]:
-    """``name==lower`` for every runtime dependency (torch aside: it is TORCH_SPEC)."""
+    """``name==lower`` for every runtime dependency (torch aside: see :func:`torch_spec`)."""
     pins = []
     for req in runtime_requirements():
         m = re.match(r"^([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*>=\s*([0-9][^,;\s]*)", req)
@@ -88,11 +89,33 @@ def lowest_pins() -> list[str]:
 
 
 def colab_pins() -> list[str]:
+    """Colab's versions of what the labs touch (torch aside: see :func:`torch_spec`)."""
+    return [p for p in _colab_lines() if not p.lower().startswith("torch==")]
+
+
+def _colab_lines() -> list[str]:
     return [
         line.strip()
         for line in COLAB.read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
+
+
+def torch_spec(profile: str) -> str:
+    """The torch a profile runs: ``TORCH_SPEC`` if set, else the lowest version pyproject.toml
+    admits (``lowest``) or Colab's (``colab``)."""
+    if os.environ.get("TORCH_SPEC"):
+        return os.environ["TORCH_SPEC"]
+    if profile == "colab":
+        pins = [p for p in _colab_lines() if p.lower().startswith("torch==")]
+        if len(pins) != 1:
+            raise SystemExit(f"compat: {COLAB} must pin torch once (torch==X.Y.Z)")
+        return pins[0]
+    for req in runtime_requirements():
+        m = re.match(r"^torch\s*>=\s*([0-9][^,;\s]*)", req)
+        if m:
+            return f"torch=={m.group(1)}"
+    raise SystemExit("compat: pyproject.toml has no 'torch>=' lower bound to test")
 
 
 def pip(venv: Path, *args: str, env: dict | None = None) -> None:
@@ -102,19 +125,19 @@ def pip(venv: Path, *args: str, env: dict | None = None) -> None:
         raise SystemExit(f"compat: {' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}")
 
 
-def link_torch(venv: Path, torch_spec: str, *pip_args: str) -> None:
+def link_torch(venv: Path, spec: str, *pip_args: str) -> None:
     """Put torch into ``venv``: hard links to this interpreter's copy when it is the version
-    asked for (seconds instead of a minute of unpacking), else an install of ``torch_spec``."""
+    asked for (seconds instead of a minute of unpacking), else an install of ``spec``."""
     import importlib.metadata as md
 
     site = next((venv / "lib").glob("python3*/site-packages"))
     try:
         dist = md.distribution("torch")
-        same = torch_spec == f"torch=={dist.version.split('+')[0]}"
+        same = spec == f"torch=={dist.version.split('+')[0]}"
     except md.PackageNotFoundError:
         same = False
     if not same:
-        pip(venv, *pip_args, torch_spec)
+        pip(venv, *pip_args, spec)
         return
     src = Path(dist.locate_file(""))
     tops = {Path(f).parts[0] for f in dist.files or []} - {"..", "bin"}
@@ -127,17 +150,18 @@ def link_torch(venv: Path, torch_spec: str, *pip_args: str) -> None:
     pip(venv, *pip_args, *[r for r in dist.requires or [] if "extra ==" not in r])
 
 
-def build_env(profile: str, work: Path, wheel: Path, torch_spec: str) -> Path:
+def build_env(profile: str, work: Path, wheel: Path) -> Path:
     """The profile's virtual environment, (re)built when its requirements changed."""
     venv = work / profile
+    torch_req = torch_spec(profile)
     pins = lowest_pins() if profile == "lowest" else colab_pins()
-    stamp = hashlib.sha256(json.dumps([pins, RUNNER, torch_spec, sys.version]).encode()).hexdigest()
+    stamp = hashlib.sha256(json.dumps([pins, RUNNER, torch_req, sys.version]).encode()).hexdigest()
     current = (venv / ".stamp").read_text() if (venv / ".stamp").exists() else ""
     if current != stamp:
         t0 = time.perf_counter()
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        link_torch(venv, torch_spec, *([] if profile == "lowest" else ["-c", str(COLAB)]))
+        link_torch(venv, torch_req, *([] if profile == "lowest" else ["-c", str(COLAB)]))
         if profile == "lowest":
             # the lowest allowed version of each dependency, the newest of everything else
             pip(venv, *pins, *RUNNER)
@@ -301,7 +325,6 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(os.environ.get("DLSYS_COMPAT_DIR", f"/tmp/dlsys-compat-{tag}")).resolve()
     if work == REPO or REPO in work.parents:
         raise SystemExit(f"compat: DLSYS_COMPAT_DIR={work} must lie outside the repository")
-    torch_spec = os.environ.get("TORCH_SPEC", "torch==2.13.0")
     labs = sorted((REPO / "book" / "labs").glob("*.ipynb"))
     if args.labs:
         labs = [p for p in labs if any(p.name.startswith(x) for x in args.labs)]
@@ -310,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     wheel = build_wheel(work / "dist")
     failures: list[str] = []
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        envs = {p: pool.submit(build_env, p, work, wheel, torch_spec) for p in profiles}
+        envs = {p: pool.submit(build_env, p, work, wheel) for p in profiles}
         jobs = {}
         for profile in profiles:
             venv = envs[profile].result()
