@@ -39,9 +39,23 @@ def _rank_error(rank: int, err: BaseException) -> BaseException:
     return new
 
 
+def _settle_cuda_guard() -> None:
+    """Install torch's no-op CUDA device guard once, on this thread, before any rank starts.
+
+    A CUDA build of torch on a machine without a GPU (PyPI's default wheel on Linux, Colab's CPU
+    runtime) swaps that guard in every time a ``FakeTensorMode`` is entered (DTensor and FSDP2
+    do so for sharding propagation); ranks doing it at once on threads crashed torch 2.11
+    (a segmentation fault). Done here first, the later swaps find it in place.
+    """
+    ensure = getattr(torch._C, "_ensureCUDADeviceGuardSet", None)
+    if ensure is not None and torch.cuda._is_compiled() and not torch.cuda.is_available():
+        ensure()
+
+
 def run(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, timeout: float,
         per_rank_rng: bool = True):  # fmt: skip
     """Run ``fn(*args, **kwargs)`` on ``world_size`` threads; see :func:`labs.dist.launch`."""
+    _settle_cuda_guard()
     if per_rank_rng:  # the ranks' torch states pass through the one global generator
         caller_state = torch.default_generator.get_state()
         try:

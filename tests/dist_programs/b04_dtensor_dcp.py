@@ -18,10 +18,10 @@ print("local rows", d.to_local()[:, 0].tolist())
 print("replicated sum", d.redistribute(mesh, [Replicate()]).to_local().sum().item())
 t = torch.full((2,), float(rank))
 print("funcol all_reduce", funcol.all_reduce(t, "sum", mesh).tolist())
-print("funcol all_gather", funcol.all_gather_single(t, 0, mesh).tolist())
+print("funcol all_gather", funcol.all_gather_tensor(t, 0, mesh).tolist())
 print(
     "funcol reduce_scatter",
-    funcol.reduce_scatter_single(torch.arange(4.0) + rank, "sum", 0, mesh).tolist(),
+    funcol.reduce_scatter_tensor(torch.arange(4.0) + rank, "sum", 0, mesh).tolist(),
 )
 where = [tempfile.mkdtemp() if rank == 0 else None]
 dist.broadcast_object_list(where, src=0)
