@@ -108,7 +108,7 @@ def _fake_env(monkeypatch, requires: list[str], versions: dict[str, str]):
 
 COLAB_LIKE = {"torch": "2.11.0+cu128", "numpy": "2.0.2", "ipywidgets": "7.7.1"}
 REQUIRES = [
-    "torch>=2.13,<2.14",
+    "torch>=2.11,<2.14",
     "numpy>=1.26,<3",
     "ipywidgets>=7.7.1,<9",
     "sacrebleu>=2.4,<3",

@@ -48,6 +48,19 @@ def test_torch_range_admits_the_cpu_build_on_disk():
     assert "3.0.0" not in torch_req.specifier, f"{torch_req} needs an upper bound"
 
 
+def test_colab_torch_and_the_lowest_torch_are_what_compat_runs():
+    """tools/compat.py runs the lowest torch the range admits and Colab's: both must be admitted."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (torch_req,) = [Requirement(r) for r in project["dependencies"] if r.startswith("torch")]
+    lines = (REPO / "tools" / "compat" / "colab.txt").read_text().splitlines()
+    (colab,) = [line.split("==")[1] for line in lines if line.startswith("torch==")]
+    assert colab in torch_req.specifier, f"Colab's torch {colab} is outside {torch_req}"
+    lowest = [s.version for s in torch_req.specifier if s.operator == ">="]
+    assert lowest and lowest[0] in torch_req.specifier, f"{torch_req} needs a '>=' lower bound"
+
+
 def test_setup_script_pins_torch():
     text = (REPO / "tools" / "setup.sh").read_text()
     assert "TORCH_SPEC:-torch==2.13.0" in text
