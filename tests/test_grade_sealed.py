@@ -8,6 +8,10 @@ the grader's checkout made the whole class run exit 1 (kind 1); an ``int`` tag c
 traceback and no gradebook (kind 4); ``d-always-equal``, ``e-frame-float``,
 ``f-patch-reference``, ``i-thread-reference`` and ``j-check-filename`` earned the PASS they
 target (kind 5); and ``n-leak`` put ``LABS_SECRET_TOKEN`` into the gradebook (kind 6).
+Kinds 2 and 3 were checked against 7a2bf88 on lab02 (a class of three, ``--jobs 2``): the
+double-forked ``setsid`` daemon outlived the grader (its ``sleep 302.75`` still running) and
+replaced the class's ``gradebook.csv`` with its own text; a classmate's kernel connection file
+(``/tmp/labs-grade-*/kernel.json``) was visible and readable from another submission's kernel.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ Profiles:
 
 ``lowest``
     every runtime dependency at the lower bound of its range in ``pyproject.toml``
-    (``numpy==1.26``, ``ipywidgets==7.7.1``, ...), without the optional ``triton``.
+    (``numpy==1.26``, ``ipywidgets==7.7.1``, ...), without the optional ``triton`` (torch's Linux
+    wheel brings it: it is uninstalled, as on a laptop without Triton wheels, so lab 11's Triton
+    exercise must report "not applicable").
 ``colab``
     Colab's versions (``tools/compat/colab.txt``: numpy 2.0.2, pandas 2.2.2, ipywidgets 7.7.1,
     ipykernel 6.17.1, ...) preinstalled and held as constraints, ``google.colab`` importable, and
@@ -165,6 +167,8 @@ def build_env(profile: str, work: Path, wheel: Path) -> Path:
         if profile == "lowest":
             # the lowest allowed version of each dependency, the newest of everything else
             pip(venv, *pins, *RUNNER)
+            uninstall = [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y"]
+            subprocess.run([*uninstall, "triton"], capture_output=True, check=True)
         else:
             # Colab's preinstalled packages (those the labs touch), nothing else of the labs'
             pip(venv, "-c", str(COLAB), *[p.split("==")[0] for p in pins], "hypothesis")
