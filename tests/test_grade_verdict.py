@@ -40,6 +40,29 @@ def test_an_assignment_other_cells_read_is_kept():
     assert "expected = reference_sum([1, 2, 3])" in code
 
 
+def test_expected_values_in_loop_items_and_helper_arguments_stay_out_of_the_kernel():
+    source = """def helper(check, got, expected, x):
+    check.close(got, expected, "w")
+    check.equal(x)
+with exercise(1) as check:
+    for a, b, want in [(1, 2, 12345), (4, 5, 67890)]:
+        helper(check, add(a, b), reference_add(a, b), torch.randn(3))
+        helper(check, add(a, b), expected=want, x=1)
+    for want, seed in [(11111, 1), (22222, 2)]:
+        check.equal(add(seed, 0), want)
+    for (want,) in [(33333,)]:
+        check.equal(add(1, 1), want)"""
+    code, _ = rewrite(source, student=True)
+    for secret in ("12345", "67890", "11111", "22222", "33333", "reference_add", "want"):
+        assert secret not in code, (secret, code)
+    assert "for a, b in [(1, 2), (4, 5)]:" in code
+    assert "helper(check, add(a, b), None, torch.randn(3))" in code  # the draw stays
+    assert "helper(check, add(a, b), expected=None, x=1)" in code
+    assert "for seed, in [(1,), (2,)]:" in code and "for _ in [None]:" in code
+    full, _ = rewrite(source, student=False)
+    assert "12345" in full and "reference_add(a, b)" in full
+
+
 def _nd(arr):
     return {"nd": [arr.dtype.str, list(arr.shape), base64.b64encode(arr.tobytes()).decode()]}
 

@@ -158,7 +158,7 @@ def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
 
     changed = True
     while changed:
-        changed = False
+        changed = _drop_unused_loop_items(tree, keep) | _drop_unused_arguments(tree, keep)
         used = _loaded(tree) | keep
         for node in ast.walk(tree):
             for field in ("body", "orelse", "finalbody"):
@@ -180,6 +180,86 @@ def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
                     kept.append(stmt)
                 if len(kept) != len(stmts):
                     setattr(node, field, kept or [ast.Pass()])
+
+
+def _may_draw(node: ast.AST) -> bool:
+    text = ast.unparse(node).lower()
+    return any(h in text for h in _RANDOM_HINTS)
+
+
+def _drop_unused_loop_items(tree: ast.Module, keep: set[str]) -> bool:
+    """``for x, expected in [(1, 2), (3, 4)]:`` with ``expected`` no longer read: drop it from the
+    target and from every literal item, so the expected values are not in the student's kernel
+    (not even as constants a frame-reading value could find)."""
+    used, changed = _loaded(tree) | keep, False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.For) and isinstance(node.target, ast.Tuple)):
+            continue
+        names = node.target.elts
+        items = node.iter.elts if isinstance(node.iter, ast.List | ast.Tuple) else None
+        if (
+            not all(isinstance(n, ast.Name) for n in names)
+            or not items
+            or not all(isinstance(i, ast.Tuple | ast.List) and len(i.elts) == len(names)
+                       and not any(isinstance(e, ast.Starred) for e in i.elts) for i in items)
+        ):  # fmt: skip
+            continue
+        drop = [
+            k
+            for k, n in enumerate(names)
+            if n.id not in used and not any(_may_draw(i.elts[k]) for i in items)
+        ]
+        if not drop:
+            continue
+        if len(drop) == len(names):  # keep the number of iterations, nothing else
+            node.target = ast.Name("_", ast.Store())
+            node.iter.elts = [ast.Constant(None) for _ in items]
+        else:
+            node.target.elts = [n for k, n in enumerate(names) if k not in drop]
+            for i in items:
+                i.elts = [e for k, e in enumerate(i.elts) if k not in drop]
+        changed = True
+    return changed
+
+
+def _drop_unused_arguments(tree: ast.Module, keep: set[str]) -> bool:
+    """A helper defined in the check that no longer reads a parameter (it only fed expected
+    values): its callers in the check pass ``None`` there instead of computing the value."""
+    used_in: dict[str, set[str]] = {}
+    params: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:  # methods are called through objects: left alone
+                if isinstance(item, ast.FunctionDef):
+                    params.pop(item.name, None)
+                    used_in[item.name] = set()
+        elif isinstance(node, ast.FunctionDef) and node.name not in used_in:
+            params[node.name] = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+            used_in[node.name] = _loaded(node) | keep
+    defined = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    changed = False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        name = node.func.id
+        if name not in params or defined.count(name) != 1:
+            continue
+        dead = {p for p in params[name] if p not in used_in[name]}
+        for k, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if k < len(params[name]) and params[name][k] in dead:
+                if not (isinstance(arg, ast.Constant) and arg.value is None) and not _may_draw(arg):
+                    node.args[k] = ast.Constant(None)
+                    changed = True
+        for kw in node.keywords:
+            if kw.arg in dead and not (
+                isinstance(kw.value, ast.Constant) and kw.value.value is None
+            ):
+                if not _may_draw(kw.value):
+                    kw.value = ast.Constant(None)
+                    changed = True
+    return changed
 
 
 def rewrite(source: str, student: bool, keep: set[str] = frozenset()) -> tuple[str, list[str]]:
