@@ -14,7 +14,8 @@ A check cell of a lab stays what students and the book run::
   (``check.equal(matmul_flops(2, 3, 4))``): expected values, tolerances and messages are never
   computed in the submission's kernel, and assignments that only fed them are dropped (unless
   another cell reads the name, or the value may draw random numbers, which would shift the
-  inputs that follow).
+  inputs that follow), as are the items of a literal ``for`` list and the arguments of a helper
+  defined in the check that only fed them.
 
 In both, ``check.true(a == b)`` becomes ``check.compare(a, b, "Eq")`` so that the comparison is
 made by the grader on plain data, not by an ``__eq__`` the submission defined, and the body of
