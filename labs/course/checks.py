@@ -90,9 +90,14 @@ class ReferenceUsed(BaseException):  # noqa: N818 - not an Exception: `except Ex
     """
 
 
+def _tensor_like(x: Any) -> bool:
+    """A torch tensor (not the class ``torch.Tensor`` itself), without importing torch."""
+    return not isinstance(x, type) and hasattr(x, "detach") and hasattr(x, "cpu")
+
+
 def _to_numpy(x: Any) -> np.ndarray:
     """Convert a torch tensor, numpy array, list or scalar to a float64/complex numpy array."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor without importing torch
+    if _tensor_like(x):
         x = x.detach().cpu()
         if str(x.dtype) == "torch.bfloat16":
             x = x.float()
@@ -102,7 +107,7 @@ def _to_numpy(x: Any) -> np.ndarray:
 
 def _short(x: Any, limit: int = 160) -> str:
     """A one-line representation of ``x`` that fits a grade table."""
-    if hasattr(x, "detach") or isinstance(x, np.ndarray):
+    if _tensor_like(x) or isinstance(x, np.ndarray):
         arr = _to_numpy(x)
         text = np.array2string(arr, precision=6, threshold=8, edgeitems=3, max_line_width=10**6)
         text = f"{text} (shape {tuple(arr.shape)})" if arr.ndim else text
@@ -145,7 +150,7 @@ class Check:
 
     def equal(self, got: Any, expected: Any, what: str) -> None:
         """Exact equality, for integers, strings, tuples, shapes and arrays of integers."""
-        if isinstance(expected, np.ndarray) or hasattr(expected, "detach"):
+        if isinstance(expected, np.ndarray) or _tensor_like(expected):
             g, e = _to_numpy(got), _to_numpy(expected)
             ok = g.shape == e.shape and bool(np.array_equal(g, e))
         elif isinstance(expected, bool) or isinstance(got, bool):
