@@ -79,6 +79,32 @@ WRONG = [
         old='group=groups["dp"]',
         new='group=groups["tp"]',
     ),
+    Wrong(
+        3,
+        "first/middle/last stage branches: the last stage always sends back (breaks pp = 1)",
+        old="""        if prev is not None:
+            dist.send(inp.grad.contiguous(), prev)""",
+        new="""        if nxt is None or prev is not None:
+            dist.send(inp.grad.contiguous(), prev)""",
+    ),
+    Wrong(
+        3,
+        "receive buffer shaped like the first micro-batch (uneven micro-batches)",
+        old="inp = xs[mb].clone()",
+        new="inp = xs[0].clone() if prev is not None else xs[mb].clone()",
+    ),
+    Wrong(
+        3,
+        "receives into the caller's batch (no copy of the micro-batch)",
+        old="inp = xs[mb].clone()",
+        new="inp = xs[mb]",
+    ),
+    Wrong(
+        3,
+        "each micro-batch's loss divided by the number of micro-batches",
+        old="(0.5 * ((out - ys[mb]) ** 2).sum()).backward()",
+        new="(0.5 * ((out - ys[mb]) ** 2).sum() / micro_batches).backward()",
+    ),
     # exercise 4: placement
     Wrong(4, "the most expensive order", old="return min(", new="return max("),
     Wrong(4, "hard-coded Megatron's order", block='return "tp-dp-pp"'),
@@ -87,5 +113,17 @@ WRONG = [
         "counts only the tensor-parallel time",
         old='sum(c["seconds"] for c in comm.values())',
         new='comm["tp"]["seconds"]',
+    ),
+    Wrong(
+        4,
+        "hard-codes 8 GPUs per node",
+        old="p3.step_communication(p3.Layout(dp, tp, pp, order), per_node, **model)",
+        new="p3.step_communication(p3.Layout(dp, tp, pp, order), 8, **model)",
+    ),
+    Wrong(
+        4,
+        "minimises the slowest dimension instead of the total",
+        old='sum(c["seconds"] for c in comm.values())',
+        new='max(c["seconds"] for c in comm.values())',
     ),
 ]

@@ -23,6 +23,18 @@ WRONG = [
         old="split = 12 * sbh + a * bs",
         new="split = 12 * sbh",
     ),
+    Wrong(
+        1,
+        "SP splits the layer norms' inputs and outputs but keeps their statistics whole",
+        old="numbers = (replicated + split) / t if sp else replicated + split / t",
+        new="numbers = (replicated - 4 * bs + split) / t + 4 * bs if sp else replicated + split / t",
+    ),
+    Wrong(
+        1,
+        "GeLU input and output counted h wide (the MLP is 4h wide)",
+        old="split = 12 * sbh + a * bs",
+        new="split = 6 * sbh + a * bs",
+    ),
     # exercise 2: one ring-attention step
     Wrong(
         2,
@@ -49,6 +61,18 @@ WRONG = [
         old="m_new = torch.maximum(m, s.amax(dim=-1))",
         new="m_new = s.amax(dim=-1)",
     ),
+    Wrong(
+        2,
+        "hides scores with -1e9 instead of -inf (a hidden row gets l > 0)",
+        old='s.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))',
+        new="s.masked_fill(k_pos[None, :] > q_pos[:, None], -1e9)",
+    ),
+    Wrong(
+        2,
+        "returns the guarded maximum: m = 0 instead of -inf for a row with nothing visible",
+        old="return m_new, alpha * l",
+        new="return safe, alpha * l",
+    ),
     # exercise 3: zig-zag placement
     Wrong(
         3,
@@ -72,6 +96,24 @@ WRONG = [
         "the last chunks get the extra tokens",
         old="bounds.append(bounds[-1] + base + (i < extra))",
         new="bounds.append(bounds[-1] + base + (i >= parts - extra))",
+    ),
+    Wrong(
+        3,
+        "the remainder tokens all go into the last chunk",
+        old="bounds.append(bounds[-1] + base + (i < extra))",
+        new="bounds.append(bounds[-1] + base + (extra if i == parts - 1 else 0))",
+    ),
+    Wrong(
+        3,
+        "int32 positions",
+        old="torch.arange(bounds[i], bounds[i + 1])",
+        new="torch.arange(bounds[i], bounds[i + 1], dtype=torch.int32)",
+    ),
+    Wrong(
+        3,
+        "chunks of torch.chunk (ceil-sized: the extra tokens are not spread over the first chunks)",
+        old="chunk = [torch.arange(bounds[i], bounds[i + 1]) for i in range(parts)]",
+        new="chunk = list(torch.arange(seq_len).chunk(parts))\n    chunk += [chunk[-1][:0]] * (parts - len(chunk))",
     ),
     # exercise 4: MoE dispatch
     Wrong(
@@ -103,5 +145,23 @@ WRONG = [
         "top-1 only: ignores the second choices",
         old="for c in range(k):",
         new="for c in range(1):",
+    ),
+    Wrong(
+        4,
+        "load counted in a float tensor",
+        old="load = torch.zeros(n_experts, dtype=torch.int64)",
+        new="load = torch.zeros(n_experts)",
+    ),
+    Wrong(
+        4,
+        "dropped returned as a 0-d tensor, not an int",
+        old="int((~keep).sum())",
+        new="(~keep).sum()",
+    ),
+    Wrong(
+        4,
+        "keep as a 0/1 integer mask",
+        old="keep = torch.zeros(t, k, dtype=torch.bool)",
+        new="keep = torch.zeros(t, k, dtype=torch.uint8)",
     ),
 ]

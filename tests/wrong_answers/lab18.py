@@ -56,6 +56,24 @@ WRONG = [
         old="bwd = [((i + p - 1 - r, 0)",
         new="bwd = [((i + r, 0)",
     ),
+    Wrong(
+        2,
+        "readiness ties go to the second direction",
+        old="key=lambda t: t[0])]\n            + [a for _, a in sorted(bwd, key=lambda t: t[0])]",
+        new="key=lambda t: (t[0][0], -t[0][1]))]\n            + [a for _, a in sorted(bwd, key=lambda t: (t[0][0], -t[0][1]))]",
+    ),
+    Wrong(
+        2,
+        "backwards in the reverse order of the forwards (LIFO, as GPipe drains)",
+        old="+ [a for _, a in sorted(bwd, key=lambda t: t[0])]",
+        new='+ [pp.Action("B", a.mb, a.chunk) for _, a in sorted(fwd, key=lambda t: t[0])][::-1]',
+    ),
+    Wrong(
+        2,
+        "both directions' readiness counted from rank 0",
+        old="((j + p - 1 - r, 1)",
+        new="((j + r, 1)",
+    ),
     Wrong(2, "copies DualPipe's actions", block="return dualpipe(p, m).actions"),
     # exercise 3: DualPipe's bubble
     Wrong(
@@ -66,4 +84,10 @@ WRONG = [
     ),
     Wrong(3, "p - 1 instead of p/2 - 1", old="(p / 2 - 1)", new="(p - 1)"),
     Wrong(3, "forward cost used for the backward", old="(b_input + w)", new="(f + w)"),
+    Wrong(
+        3,
+        "subtracts 3 B instead of 3 W (the same only when B = W)",
+        old="- 3 * w",
+        new="- 3 * b_input",
+    ),
 ]
