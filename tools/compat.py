@@ -167,8 +167,6 @@ def build_env(profile: str, work: Path, wheel: Path) -> Path:
         if profile == "lowest":
             # the lowest allowed version of each dependency, the newest of everything else
             pip(venv, *pins, *RUNNER)
-            uninstall = [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y"]
-            subprocess.run([*uninstall, "triton"], capture_output=True, check=True)
         else:
             # Colab's preinstalled packages (those the labs touch), nothing else of the labs'
             pip(venv, "-c", str(COLAB), *[p.split("==")[0] for p in pins], "hypothesis")
@@ -181,6 +179,9 @@ def build_env(profile: str, work: Path, wheel: Path) -> Path:
     pip(venv, "--force-reinstall", "--no-deps", str(wheel))
     if profile == "lowest":
         pip(venv, str(wheel))  # its dependencies are all there: this only checks that
+        # no Triton, as on a laptop without its wheels (torch's Linux wheel requires it)
+        uninstall = [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "triton"]
+        subprocess.run(uninstall, capture_output=True, check=True)
     else:
         setup = subprocess.run(
             [str(venv / "bin" / "python"), "-c", setup_cell()],
