@@ -12,6 +12,9 @@ Kinds 2 and 3 were checked against 7a2bf88 on lab02 (a class of three, ``--jobs 
 double-forked ``setsid`` daemon outlived the grader (its ``sleep 302.75`` still running) and
 replaced the class's ``gradebook.csv`` with its own text; a classmate's kernel connection file
 (``/tmp/labs-grade-*/kernel.json``) was visible and readable from another submission's kernel.
+Kind 4 on 7a2bf88 too: ``os.kill(os.getppid(), 9)`` in one of two submissions killed the grader
+(exit 137, no gradebook for either student), and a cell printing 1 GiB drove the grader to a peak
+resident size of 3.2 GB.
 """
 
 from __future__ import annotations
