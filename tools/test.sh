@@ -40,7 +40,7 @@ unset MPLBACKEND  # kernels must keep the inline matplotlib backend, or figures 
 # the graded labs) carry an xdist_group mark and stay on one worker. PYTEST_WORKERS=0 runs serially.
 status=0
 pytest_log=$(mktemp)
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" | tee "$pytest_log" \
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@" | tee "$pytest_log" \
   || status=$?
 if [ -n "$compat_pid" ]; then
   compat_status=0
