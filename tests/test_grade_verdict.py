@@ -132,6 +132,30 @@ def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):
     assert (row["outcome"], row["points"], row["status"]) == ("N/A", "", "not applicable")
 
 
+def test_check_inputs_from_the_global_generators_do_not_depend_on_earlier_draws(tmp_path):
+    """An honest submission whose own code draws random numbers before a check that takes its
+    inputs from torch's, numpy's and Python's global generators still gets the key's inputs."""
+    nb = good_lab()
+    nb.cells[1].source = "import math\nimport random\nimport numpy as np\nimport torch"
+    nb.cells[3].source = (
+        "from labs.course.checks import exercise\n"
+        "with exercise(1, 'double') as check:\n"
+        "    x = torch.randn(3)\n"
+        "    check.close(double(x), 2 * x, 'torch input')\n"
+        "    y = np.random.standard_normal(2)\n"
+        "    check.close(double(y), 2 * y, 'numpy input')\n"
+        "    z = random.random()\n"
+        "    check.close(double(z), 2 * z, 'random input')"
+    )
+    _, key = write_lab_and_key(tmp_path / "instructor", "lab96-seeded", nb)
+    sub = good_lab()
+    sub.cells[1].source = nb.cells[1].source
+    sub.cells[3].source = nb.cells[3].source
+    sub.cells.insert(3, cell("torch.randn(7), np.random.rand(5), random.random()  # its own"))
+    (r,) = grade_notebooks([write(tmp_path / "s" / "lab96-seeded.ipynb", sub)], key=key)
+    assert [e.outcome for e in r.exercises] == ["PASS", "PASS"], [e.error for e in r.exercises]
+
+
 def test_the_kernel_encodes_exact_types_only():
     from pathlib import Path
 

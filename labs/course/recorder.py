@@ -9,7 +9,10 @@ else is recorded as "not plain data" by its type name, without calling a method 
 In a submission's kernel the expected arguments were replaced by ``None`` before the cell was sent,
 so they are never computed there; in the trusted reference kernel (the key's own solution) they
 are recorded too.  The events are printed as one JSON line tagged with a nonce; the grader
-compares them in its own process (:func:`labs.course.verdict.judge`).
+compares them in its own process (:func:`labs.course.verdict.judge`).  Before the check runs, the
+global random generators (``random``, numpy's, torch's) are seeded from the key's check source, so
+that inputs a check draws from them are the same in the reference run and in every submission,
+whatever the cells before it drew.
 
 This module is executed by :mod:`labs.course.protect` with the globals ``ARGS`` (mode, mark,
 nonce, the exercises not applicable, the names to bind), ``USER_NS`` and ``CHECK_CODE``.
@@ -22,7 +25,9 @@ import collections
 import json
 import sys
 
-_A = ARGS  # {"mode": "student"|"reference", "mark": ..., "nonce": ..., "na": [numbers]}
+_A = (
+    ARGS  # {"mode": "student"|"reference", "mark": ..., "nonce": ..., "na": [numbers], "seed": ...}
+)
 _EVENTS: list = []
 _PLAIN = (type(None), bool, int, float, str)
 _DICTS = tuple(getattr(collections, n) for n in ("Counter", "OrderedDict", "defaultdict"))
@@ -225,6 +230,22 @@ class exercise:  # noqa: N801 - the name the check cells use
         return True
 
 
+def _seed(seed):
+    """Seed the global random generators, the same in the reference run and in every submission:
+    a check that draws its inputs from them must not depend on what earlier cells drew."""
+    import random
+
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+if _A.get("seed") is not None:
+    _seed(_A["seed"])
 _CHECK = _Check()
 for _name in ARGS["bind"]:
     USER_NS[_name] = {"exercise": exercise, "Check": _Check, "CheckFailure": AssertionError}.get(
