@@ -107,6 +107,9 @@ def test_judge_compares_in_the_grader():
     assert v.status == "pass"
     (v,) = judge(cond, _events({"l": [3, {"bad": "x.Eq"}, "Eq"]}, method="compare"))
     assert v.status == "fail"
+    below = _events({"l": [0.5, 1.0, "Lt"]}, "error 0.5 < 1.0", method="compare")
+    (v,) = judge(below, _events({"l": [2.5, 1.0, "Lt"]}, method="compare"))
+    assert v.status == "fail" and "(this submission: 2.5 < 1.0 does not hold)" in v.message, v
 
 
 def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):

@@ -21,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from labs.course.checks import Check, CheckFailure
+from labs.course.checks import Check, CheckFailure, _short
 
 __all__ = ["decode", "judge", "parse_events", "NotPlain", "Opaque", "Verdict"]
 
+_SYMBOL = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtE": "<=", "Gt": ">", "GtE": ">=", "In": "in",
+           "NotIn": "not in"}  # fmt: skip
 _APPLY = {
     "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
     "Gt": operator.gt, "GtE": operator.ge, "In": lambda a, b: a in b,
@@ -158,6 +160,10 @@ def _assert(check: Check, method: str, got: Any, args: list, kwargs: dict) -> No
         except (ValueError, TypeError, KeyError) as err:
             check._fail(f"{what}: cannot compare {type(left).__name__} with "
                         f"{type(right).__name__}: {err}")  # fmt: skip
+        if not got:  # the message was made in the reference run: say what this submission gave
+            hint = bound.arguments.get("hint", "")
+            check._fail(f"{what}{f'. Hint: {hint}' if hint else ''} (this submission: "
+                        f"{_short(left)} {_SYMBOL[op]} {_short(right)} does not hold)")  # fmt: skip
         method = "true"
     if method == "true":  # truth of plain data, taken here (never a __bool__ of the kernel's)
         try:
