@@ -29,6 +29,12 @@ WRONG = [
     ),
     Wrong(
         1,
+        "shared memory must not be filled exactly (an exact fit loses a block)",
+        old="limits.append(gpu.shared_bytes // shared_bytes_per_block)",
+        new="limits.append((gpu.shared_bytes - 1) // shared_bytes_per_block)",
+    ),
+    Wrong(
+        1,
         "counts the register limit in warps, not blocks",
         old="gpu.registers // per_warp // warps]",
         new="gpu.registers // per_warp]",
