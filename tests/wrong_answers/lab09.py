@@ -19,6 +19,18 @@ WRONG = [
     ),
     Wrong(
         2,
+        "attainable uses the A100's roofs, not its arguments",
+        old="min(peak_flops, bandwidth * intensity)",
+        new="min(A100_BF16, A100_80_HBM * intensity)",
+    ),
+    Wrong(
+        2,
+        "attainable forgets the compute roof",
+        old="min(peak_flops, bandwidth * intensity)",
+        new="bandwidth * intensity",
+    ),
+    Wrong(
+        2,
         "memory-bound at the ridge point itself",
         old="intensity < peak_flops / bandwidth",
         new="intensity <= peak_flops / bandwidth",
@@ -58,6 +70,12 @@ WRONG = [
     ),
     Wrong(
         4,
+        "unfused traffic assumes one write per op",
+        old="sum(r + w for r, w in chain)",
+        new="sum(r + 1 for r, w in chain)",
+    ),
+    Wrong(
+        4,
         "unfused traffic counts only reads",
         old="sum(r + w for r, w in chain)",
         new="sum(r for r, w in chain)",
@@ -79,6 +97,16 @@ WRONG = [
         return t
         """,
     ),
+    Wrong(
+        5,
+        "doubling search without the binary search (returns a power of two)",
+        block="""
+        t = 1
+        while matmul_intensity(t, d, d, bytes_per_element) < peak_flops / bandwidth:
+            t *= 2
+        return t
+        """,
+    ),
     Wrong(5, "skips the search (returns 1)", old="while lo < hi:", new="while False:"),
     Wrong(
         5,
@@ -91,6 +119,13 @@ WRONG = [
         "small-T approximation: intensity = 2T / bytes",
         block="return max(1, math.ceil(peak_flops / bandwidth * bytes_per_element / 2))",
     ),
+    Wrong(6, "returns a Python float", block="return (v * v).sum().item()"),
+    Wrong(
+        6,
+        "accumulates and returns float64 whatever the input's dtype",
+        block="return (v.double() * v.double()).sum()",
+    ),
+    Wrong(6, "squares the sum", block="return v.sum() ** 2"),
     Wrong(6, "a Python loop over the elements", block="return sum(x * x for x in v)"),
     Wrong(6, "mean instead of sum", block="return (v * v).mean()"),
     Wrong(6, "computes in float32", block="return (v.float() * v.float()).sum()"),

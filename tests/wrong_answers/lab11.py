@@ -158,4 +158,71 @@ WRONG = [
         return ds @ k * scale, ds.T @ q * scale, dv
         """,
     ),
+    Wrong(
+        2,
+        "normalises by a second, full sum instead of l",
+        old="return torch.exp(x - m) / l",
+        new="return torch.exp(x - m) / torch.exp(x - m).sum()",
+    ),
+    Wrong(
+        2,
+        "each block's sum through torch.logsumexp",
+        old="torch.exp(block - m_new).sum().item()",
+        new="math.exp(torch.logsumexp(block, 0).item() - m_new)",
+    ),
+    Wrong(
+        3,
+        "o and lse allocated in the default float32 whatever the inputs' dtype",
+        old="o = torch.empty(n_q, v.shape[1], dtype=q.dtype)\n    lse = torch.empty(n_q, dtype=q.dtype)",
+        new="o = torch.empty(n_q, v.shape[1])\n    lse = torch.empty(n_q)",
+    ),
+    Wrong(
+        3,
+        "skips the last partial key block",
+        old="for ks in range(0, n_k, block_k):",
+        new="for ks in range(0, n_k - block_k + 1, block_k):",
+    ),
+    Wrong(4, "masks the diagonal too (>= instead of >)", old="cols > rows", new="cols >= rows"),
+    Wrong(
+        4,
+        "o allocated in the default float32 whatever the inputs' dtype",
+        old="o = torch.empty_like(q)",
+        new="o = torch.empty(n, d)",
+    ),
+    Wrong(
+        4,
+        "stops at the key block holding the query block's first row (right when block_k >= block_q)",
+        old="for ks in range(0, qe, block_k):",
+        new="for ks in range(0, qs + 1, block_k):",
+    ),
+    Wrong(
+        5,
+        "dQ overwritten instead of accumulated",
+        old="dq[qs : qs + block_q] += ds @ k_blk * scale",
+        new="dq[qs : qs + block_q] = ds @ k_blk * scale",
+    ),
+    Wrong(
+        5,
+        "gradients allocated in the default float32 whatever the inputs' dtype",
+        old="torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)",
+        new="torch.zeros(q.shape), torch.zeros(k.shape), torch.zeros(v.shape)",
+    ),
+    Wrong(
+        6,
+        "keeps the first padded key column (<= N_K instead of < N_K)",
+        old='s = tl.where(cols[None, :] < N_K, s, float("-inf"))',
+        new='s = tl.where(cols[None, :] <= N_K, s, float("-inf"))',
+    ),
+    Wrong(
+        6,
+        "forgets the 1/sqrt(d) scale",
+        old="s = tl.dot(q, tl.trans(k)) * scale",
+        new="s = tl.dot(q, tl.trans(k))",
+    ),
+    Wrong(
+        6,
+        "l_i not rescaled",
+        old="l_i = l_i * alpha + tl.sum(p, 1)",
+        new="l_i = l_i + tl.sum(p, 1)",
+    ),
 ]
