@@ -96,6 +96,12 @@ WRONG = [
     ),
     Wrong(
         3,
+        "receive buffer hard-coded to float64 (the dtype of the check's data)",
+        old="buf = torch.empty_like(cs[inc])",
+        new="buf = torch.empty(cs[inc].numel(), dtype=torch.float64)",
+    ),
+    Wrong(
+        3,
         "p steps instead of p - 1 in the reduce-scatter",
         old="    cs = chunks(x, p)\n    for s in range(p - 1):\n        out, inc",
         new="    cs = chunks(x, p)\n    for s in range(p):\n        out, inc",
@@ -128,6 +134,12 @@ WRONG = [
         "all-gather's receive buffer in the default dtype (float32)",
         old="dtype=x.dtype)",
         new=")",
+    ),
+    Wrong(
+        4,
+        "all-gather's receive buffer hard-coded to float64",
+        old="dtype=x.dtype)",
+        new="dtype=torch.float64)",
     ),
     Wrong(
         4, "keeps the upper half on the lower rank", old="if r & d == 0 else", new="if r & d else"
