@@ -83,12 +83,64 @@ WRONG = [
         new="r, p = dist.get_rank(), dist.get_world_size()\n    cs = chunks(x, p)\n    for s in range(p - 1):\n        exchange(cs[(r - s) % p]",
     ),
     Wrong(
+        3,
+        "reduce-scatter one step ahead (sends chunk r - s, adds into r - s - 1)",
+        old="out, inc = (r - s - 1) % p, (r - s - 2) % p",
+        new="out, inc = (r - s) % p, (r - s - 1) % p",
+    ),
+    Wrong(
+        3,
+        "receive buffer in the default dtype (float32), not the tensor's",
+        old="buf = torch.empty_like(cs[inc])",
+        new="buf = torch.empty(cs[inc].numel())",
+    ),
+    Wrong(
+        3,
+        "receive buffer hard-coded to float64 (the dtype of the check's data)",
+        old="buf = torch.empty_like(cs[inc])",
+        new="buf = torch.empty(cs[inc].numel(), dtype=torch.float64)",
+    ),
+    Wrong(
+        3,
+        "p steps instead of p - 1 in the reduce-scatter",
+        old="    cs = chunks(x, p)\n    for s in range(p - 1):\n        out, inc",
+        new="    cs = chunks(x, p)\n    for s in range(p):\n        out, inc",
+    ),
+    Wrong(
         4,
         "all-gather retraces the rounds in the same order",
         old="for d, keep, give in reversed(rounds):",
         new="for d, keep, give in rounds:",
     ),
     Wrong(4, "no check that p is a power of two", old="if p & (p - 1):", new="if p < 1:"),
+    Wrong(4, "checks only that p is even", old="if p & (p - 1):", new="if p % 2 and p > 1:"),
+    Wrong(
+        4, "1 taken for not a power of two", old="if p & (p - 1):", new="if p < 2 or p & (p - 1):"
+    ),
+    Wrong(
+        4,
+        "an assert instead of a ValueError",
+        old='raise ValueError(f"halving_doubling_all_reduce needs a power-of-two p, got {p}")',
+        new='assert False, f"halving_doubling_all_reduce needs a power-of-two p, got {p}"',
+    ),
+    Wrong(
+        4,
+        "ValueError without a message",
+        old='raise ValueError(f"halving_doubling_all_reduce needs a power-of-two p, got {p}")',
+        new="raise ValueError",
+    ),
+    Wrong(
+        4,
+        "all-gather's receive buffer in the default dtype (float32)",
+        old="dtype=x.dtype)",
+        new=")",
+    ),
+    Wrong(
+        4,
+        "all-gather's receive buffer hard-coded to float64",
+        old="dtype=x.dtype)",
+        new="dtype=torch.float64)",
+    ),
     Wrong(
         4, "keeps the upper half on the lower rank", old="if r & d == 0 else", new="if r & d else"
     ),

@@ -21,8 +21,27 @@ WRONG = [
         1, "ZeRO-1 already shards the gradients", old="n_d if stage >= 2", new="n_d if stage >= 1"
     ),
     Wrong(1, "ZeRO-2 already shards the weights", old="n_d if stage >= 3", new="n_d if stage >= 2"),
+    Wrong(
+        1,
+        "whole bytes per rank by floor division (exact only when n_d divides psi)",
+        block="""
+        out = {
+            "weights": w * psi // (n_d if stage >= 3 else 1),
+            "gradients": g * psi // (n_d if stage >= 2 else 1),
+            "optimizer": k * psi // (n_d if stage >= 1 else 1),
+        }
+        out["total"] = out["weights"] + out["gradients"] + out["optimizer"]
+        return out
+        """,
+    ),
     # exercise 2: ZeRO-1 collectives
     Wrong(2, "sum instead of mean (Adam hides the scale)", old="mine /= world", new="pass"),
+    Wrong(
+        2,
+        "ReduceOp.AVG and a division by world as well",
+        old="dist.reduce_scatter_tensor(mine, flat)",
+        new="dist.reduce_scatter_tensor(mine, flat, op=dist.ReduceOp.AVG)",
+    ),
     Wrong(
         2,
         "reduce-scatters into the first slice on every rank",
@@ -68,6 +87,15 @@ WRONG = [
         old="zero_rank.rank).clone()",
         new="zero_rank.rank).clone() / zero_rank.world",
     ),
+    Wrong(
+        3,
+        "reduce-scatters p.grad itself, without the padded buffer (right only when world divides)",
+        block="""
+        mine = reduce_scatter_mean(p.grad.reshape(-1), zero_rank.world, zero_rank.rank).clone()
+        zero_rank.shard[p].grad = mine
+        p.grad = None
+        """,
+    ),
     # exercise 4: ZeRO-3
     Wrong(4, "release zeroes the weights but keeps the memory", block="flat.zero_()", part=1),
     Wrong(
@@ -84,5 +112,11 @@ WRONG = [
         rank = dist.get_rank()
         flat[rank * k : (rank + 1) * k] = shard.detach()
         """,
+    ),
+    Wrong(
+        4,
+        "materialize resizes the storage to numel elements, not bytes",
+        old="resize_(flat.numel() * flat.element_size())",
+        new="resize_(flat.numel())",
     ),
 ]
