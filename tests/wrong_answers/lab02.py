@@ -55,6 +55,12 @@ WRONG = [
     ),
     Wrong(4, "skips the warm-up", old="for _ in range(warmup):\n        fn()\n    ", new=""),
     Wrong(
+        4,
+        "returns the median as a 0-d tensor (right value, not a float)",
+        old="float(np.median(times))",
+        new="torch.tensor(times, dtype=torch.float64).quantile(0.5)",
+    ),
+    Wrong(
         5,
         "prediction counts a multiply-add as one FLOP",
         old="predicted_s = matmul_flops(n, n, n) /",

@@ -205,4 +205,11 @@ while i < len(arrivals):
         new="""if math.isinf(upper):
                 return upper""",
     ),
+    Wrong(6, "an empty histogram gives 0 instead of nan", old="return math.nan", new="return 0.0"),
+    Wrong(
+        6,
+        "no guard for an empty histogram (rank 0 meets the first bucket: its upper bound)",
+        old="if total == 0:\n        return math.nan\n    ",
+        new="",
+    ),
 ]

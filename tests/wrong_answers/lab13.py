@@ -37,6 +37,7 @@ WRONG = [
         old="for layer in local.grads:",
         new="for layer in [local.grads[j] for j in range(4)]:",
     ),
+    Wrong(1, "returns the gradients, not the model", old="return local", new="return local.grads"),
     # exercise 2: gradient accumulation
     Wrong(
         2, "overwrites instead of accumulating", old="acc[key] += g[key]", new="acc[key] = g[key]"

@@ -36,6 +36,12 @@ WRONG = [
     Wrong(2, "zero point with the wrong sign", old="round(-lo / scale)", new="round(lo / scale)"),
     Wrong(
         2,
+        "zero point left as a 0-d tensor (right value, not a Python int)",
+        old="zero_point = int(min(max(round(-lo / scale), 0), qmax))",
+        new="zero_point = torch.tensor(round(-lo / scale)).clamp(0, qmax)",
+    ),
+    Wrong(
+        2,
         "range not extended to contain zero",
         old="lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)",
         new="lo, hi = float(x.min()), float(x.max())",
