@@ -104,7 +104,7 @@ def encode(x, depth=0):
         return {"counter": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(x)]}
     if t in _DICTS:
         return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(x)]}
-    if t is type:
+    if isinstance(x, type):  # a class, whatever its metaclass (torch.Tensor's is not type)
         return _class(x)
     np, scalars = _np_types()
     if np is not None:
