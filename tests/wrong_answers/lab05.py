@@ -186,4 +186,10 @@ WRONG = [
         old="self.scaling = alpha / r",
         new="self.scaling = alpha // r",
     ),
+    Wrong(
+        4,
+        "keeps a dequantized float copy as a plain attribute",
+        old="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)",
+        new="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)\n        self.weight = self.qweight.dequantize(compute_dtype)",
+    ),
 ]
