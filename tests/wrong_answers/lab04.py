@@ -23,6 +23,12 @@ WRONG = [
         new="12 * n + 4 * len(params)",
     ),
     Wrong(
+        1,
+        "one step counter for the whole optimizer, not one per parameter",
+        old="8 * n + 4 * len(params)",
+        new="8 * n + 4",
+    ),
+    Wrong(
         2,
         "forgets the position ids",
         old="embeddings = 8 * b * s + 8 * s",
@@ -58,6 +64,36 @@ WRONG = [
         old="pos = torch.arange(idx.shape[1])",
         new="pos = torch.arange(64)",
     ),
+    Wrong(
+        2,
+        "hard-codes the vocabulary size 96",
+        old="loss = 4 * b * s * V + 8 * b * s + 4",
+        new="loss = 4 * b * s * 96 + 8 * b * s + 4",
+    ),
+    Wrong(
+        2,
+        "forgets the loss's fp32 scalar",
+        old="loss = 4 * b * s * V + 8 * b * s + 4",
+        new="loss = 4 * b * s * V + 8 * b * s",
+    ),
+    Wrong(
+        3,
+        "checkpoints every block but the last",
+        old="x = checkpoint(block, x, use_reentrant=False)",
+        new="x = checkpoint(block, x, use_reentrant=False) if block is not model.blocks[-1] else block(x)",
+    ),
+    Wrong(
+        3,
+        "checkpoints every other block only",
+        block="""
+        pos = torch.arange(idx.shape[1])
+        x = model.tok_emb(idx) + model.pos_emb(pos)
+        for k, block in enumerate(model.blocks):
+            x = checkpoint(block, x, use_reentrant=False) if k % 2 == 0 else block(x)
+        logits = model.lm_head(model.ln_f(x))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    """,
+    ),
     Wrong(4, "multiplies instead of divides", old="g.div_(scale)", new="g.mul_(scale)"),
     Wrong(
         4,
@@ -66,6 +102,24 @@ WRONG = [
         new="~torch.isinf(g).any()",
     ),
     Wrong(4, "divides into a new tensor, not in place", old="g.div_(scale)", new="g = g / scale"),
+    Wrong(
+        4,
+        "stops at the first non-finite gradient, leaving the rest undivided",
+        block="""
+        for g in grads:
+            if not bool(torch.isfinite(g).all()):
+                return False
+            g.div_(scale)
+        return True
+    """,
+        part=0,
+    ),
+    Wrong(
+        4,
+        "tests the sum of each gradient, which overflows in fp16",
+        old="torch.isfinite(g).all()",
+        new="torch.isfinite(g.sum())",
+    ),
     Wrong(
         4,
         "grows one step late (>)",

@@ -25,6 +25,36 @@ WRONG = [
         part=1,
     ),
     Wrong(
+        1,
+        "kaiming_uniform_ with a=5 instead of a=sqrt(5)",
+        old="nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))",
+        new="nn.init.kaiming_uniform_(self.lora_A, a=5)",
+    ),
+    Wrong(
+        1,
+        "kaiming_uniform_ with its default a=0 (bound sqrt(6 / in_features))",
+        old="nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))",
+        new="nn.init.kaiming_uniform_(self.lora_A)",
+    ),
+    Wrong(
+        1,
+        "integer division alpha // r",
+        old="self.scaling = alpha / r",
+        new="self.scaling = alpha // r",
+    ),
+    Wrong(
+        1,
+        "accepts r == 0 and alpha == 0 (< instead of <=)",
+        old="if r <= 0 or alpha <= 0:",
+        new="if r < 0 or alpha < 0:",
+    ),
+    Wrong(
+        1,
+        "freezes the weight but not the bias",
+        old="for p in base.parameters():",
+        new="for p in [base.weight]:",
+    ),
+    Wrong(
         2,
         "first code in the low nibble",
         old="packed = (codes[0::2] << 4) | codes[1::2]",
@@ -55,6 +85,12 @@ WRONG = [
         new="reshape(-1, 64) * absmax[:, None]",
     ),
     Wrong(
+        2,
+        "divides a block of zeros by its zero absmax (NaN codes)",
+        old="normed = blocks / absmax.clamp_min(1e-30)[:, None]",
+        new="normed = blocks / absmax[:, None]",
+    ),
+    Wrong(
         3, "no mean subtracted", old="offset = absmax.mean()", new="offset = absmax.new_zeros(())"
     ),
     Wrong(
@@ -80,6 +116,18 @@ WRONG = [
         "scales from the uncentred absmax values",
         old="scales = blocks.abs().amax(dim=1).clamp_min(1e-30)",
         new="scales = (blocks + offset).abs().amax(dim=1).clamp_min(1e-30)",
+    ),
+    Wrong(
+        3,
+        "pads a whole extra block when the count is a multiple of 256",
+        old="pad = (-centred.numel()) % blocksize2",
+        new="pad = blocksize2 - centred.numel() % blocksize2",
+    ),
+    Wrong(
+        3,
+        "double_dequantize keeps the padding",
+        old="return values.reshape(-1)[:n] + offset",
+        new="return values.reshape(-1) + offset",
     ),
     Wrong(
         4,
@@ -125,5 +173,23 @@ WRONG = [
         "bias as a frozen parameter instead of a buffer",
         old='self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone())',
         new="self.bias = nn.Parameter(linear.bias.detach().clone(), requires_grad=False)",
+    ),
+    Wrong(
+        4,
+        "assumes the linear layer has a bias",
+        old='self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone())',
+        new='self.register_buffer("bias", linear.bias.detach().clone())',
+    ),
+    Wrong(
+        4,
+        "integer division alpha // r",
+        old="self.scaling = alpha / r",
+        new="self.scaling = alpha // r",
+    ),
+    Wrong(
+        4,
+        "keeps a dequantized float copy as a plain attribute",
+        old="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)",
+        new="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)\n        self.weight = self.qweight.dequantize(compute_dtype)",
     ),
 ]
