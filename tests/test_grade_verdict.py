@@ -63,6 +63,56 @@ with exercise(1) as check:
     assert "12345" in full and "reference_add(a, b)" in full
 
 
+def _methods_run(tree) -> set[str]:
+    """Attributes called by the statements of ``tree`` outside function definitions, and inside
+    the helpers those statements call (by name, transitively)."""
+    import ast
+
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    todo = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    seen, attrs = set(), set()
+    while todo:
+        for node in ast.walk(todo.pop()):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Attribute):
+                attrs.add(node.func.attr)
+            elif isinstance(node.func, ast.Name) and node.func.id in defs.keys() - seen:
+                seen.add(node.func.id)
+                todo.append(defs[node.func.id])
+    return attrs
+
+
+def test_every_exercise_has_a_value_check_only_the_grader_can_judge():
+    """No exercise is graded on observations alone (a truth value, a comparison both of whose
+    sides the kernel computes, an exception): each has an equal/close/between check, whose
+    expected value is computed only in the reference run."""
+    import ast
+    import json
+
+    from labs.course.key import KEY_DIR
+    from labs.course.protect import definitions
+
+    lacking = []
+    for path in sorted(KEY_DIR.glob("*.json")):
+        key = json.loads(path.read_text())
+        prelude, methods = [], {}  # as the grader runs them: earlier checks' helpers first
+        for c in key["cells"]:
+            if "check" not in c:
+                continue
+            number, k = c["check"]
+            source = key["exercises"][str(number)]["checks"][k]["source"]
+            tree = ast.parse(rewrite("\n".join([*prelude, source]), student=True)[0])
+            methods.setdefault(number, set()).update(_methods_run(tree))
+            prelude.append(definitions(source))
+        lacking += [
+            f"{key['lab']} exercise {n}"
+            for n in key["exercises"]
+            if not methods.get(int(n), set()) & {"equal", "close", "between"}
+        ]
+    assert not lacking, f"exercises with no value check: {lacking}"
+
+
 def _nd(arr):
     return {"nd": [arr.dtype.str, list(arr.shape), base64.b64encode(arr.tobytes()).decode()]}
 
