@@ -210,8 +210,9 @@ class GPT(nn.Module):
     ) -> torch.Tensor:
         """Append ``max_new_tokens`` tokens to ``idx`` (B, T); greedy when ``temperature == 0``.
 
-        Generation stops early once every row has produced ``stop_token`` (if given). No KV
-        cache: each step recomputes the whole (cropped) context, which is fine at this size.
+        Generation stops early once every row has produced ``stop_token`` (if given). ``idx`` and
+        ``generator`` are on the model's device. No KV cache: each step recomputes the whole
+        (cropped) context, which is fine at this size.
         """
         was_training = self.training
         self.eval()

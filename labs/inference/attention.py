@@ -68,10 +68,12 @@ class GQAttention(nn.Module):
 
     Same layer names as the tiny GPT's attention (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``);
     ``k_proj`` and ``v_proj`` map C to ``n_kv_heads * head_dim``. ``n_kv_heads == n_head`` is MHA,
-    ``n_kv_heads == 1`` is MQA. Shape (B, T, C) -> (B, T, C).
+    ``n_kv_heads == 1`` is MQA. Shape (B, T, C) -> (B, T, C). ``device`` and ``dtype`` of the
+    weights as in ``nn.Linear``.
     """
 
-    def __init__(self, n_embd: int, n_head: int, n_kv_heads: int, bias: bool = True):
+    def __init__(self, n_embd: int, n_head: int, n_kv_heads: int, bias: bool = True,
+                 device=None, dtype=None):  # fmt: skip
         super().__init__()
         if n_embd % n_head:
             raise ValueError(f"GQAttention: n_embd={n_embd} is not divisible by n_head={n_head}")
@@ -80,10 +82,11 @@ class GQAttention(nn.Module):
                 f"GQAttention: n_kv_heads={n_kv_heads} must be >= 1 and divide n_head={n_head}"
             )
         self.n_head, self.n_kv_heads, self.head_dim = n_head, n_kv_heads, n_embd // n_head
-        self.q_proj = nn.Linear(n_embd, n_embd, bias=bias)
-        self.k_proj = nn.Linear(n_embd, n_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(n_embd, n_kv_heads * self.head_dim, bias=bias)
-        self.o_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        kv, like = n_kv_heads * self.head_dim, {"device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(n_embd, n_embd, bias=bias, **like)
+        self.k_proj = nn.Linear(n_embd, kv, bias=bias, **like)
+        self.v_proj = nn.Linear(n_embd, kv, bias=bias, **like)
+        self.o_proj = nn.Linear(n_embd, n_embd, bias=bias, **like)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
@@ -101,12 +104,14 @@ def mha_to_gqa(attn: nn.Module, n_kv_heads: int) -> GQAttention:
 
     This is the conversion of Ainslie et al. (2023), who then "uptrain" for a few percent of the
     pre-training steps; without uptraining the model gets somewhat worse. When the heads of a group
-    are identical (tied), the result computes exactly what the original did.
+    are identical (tied), the result computes exactly what the original did. The new layer is on
+    the old one's device, in its dtype.
     """
     n_head = attn.n_head
     c = attn.q_proj.in_features
     bias = attn.q_proj.bias is not None
-    new = GQAttention(c, n_head, n_kv_heads, bias=bias).to(attn.q_proj.weight.dtype)
+    w = attn.q_proj.weight
+    new = GQAttention(c, n_head, n_kv_heads, bias=bias, device=w.device, dtype=w.dtype)
     d, group = c // n_head, n_head // n_kv_heads
     new.q_proj.load_state_dict(attn.q_proj.state_dict())
     new.o_proj.load_state_dict(attn.o_proj.state_dict())

@@ -30,10 +30,9 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from labs.inference.batching import CostModel, Request, Scheduler
-from labs.inference.engine import ModelRunner, paged_forward
+from labs.inference.engine import ModelRunner
 from labs.inference.paged import BlockManager, OutOfBlocks
 from labs.inference.prefix_cache import PrefixCachingBlockManager
 
@@ -174,15 +173,10 @@ class ChunkedModelRunner(ModelRunner):
         t0 = time.perf_counter()
         out: list[int] = []
         for c in chunks:
-            ids = torch.tensor([c.req.tokens[c.start : c.start + c.length]])
-            start = torch.tensor([c.start])
-            logits = paged_forward(self.model, self.cache, [c.req.rid], ids, start)
-            out += self._next(logits[:, -1])
+            out += self._forward([c.req], [c.req.tokens[c.start : c.start + c.length]], [c.start])
         if decode:
-            ids = torch.tensor([[r.tokens[-1]] for r in decode])
-            start = torch.tensor([len(r.tokens) - 1 for r in decode])
-            logits = paged_forward(self.model, self.cache, [r.rid for r in decode], ids, start)
-            out += self._next(logits[:, -1])
+            out += self._forward(decode, [[r.tokens[-1]] for r in decode],
+                                 [len(r.tokens) - 1 for r in decode])  # fmt: skip
         return time.perf_counter() - t0, out
 
 

@@ -36,13 +36,14 @@ def paged_forward(
     """Logits (B, T, V) of tokens ``idx`` (B, T) at positions ``start[b] .. start[b] + T - 1``.
 
     The slots of those positions must already be reserved in ``cache.manager`` (by ``allocate``
-    or ``append_slot``); their keys and values are written there.
+    or ``append_slot``); their keys and values are written there. ``idx``, ``start``, the model
+    and the cache share one device.
     """
     b, t = idx.shape
     limit = model.config.block_size
     if int(start.max()) + t > limit:
         raise ValueError(f"paged_forward: position {int(start.max()) + t} exceeds {limit}")
-    pos = start.view(-1, 1) + torch.arange(t).view(1, -1)  # (B, T)
+    pos = start.view(-1, 1) + torch.arange(t, device=idx.device).view(1, -1)  # (B, T)
     tables, lengths = cache.block_tables(seq_ids)
     bs = cache.manager.block_size
     blocks, offsets = tables.gather(1, pos // bs).flatten(), (pos % bs).flatten()
@@ -67,20 +68,15 @@ class ModelRunner:
 
     Each step prefills the new requests one at a time (prompts differ in length) and decodes
     all running requests in one batched forward pass. Returns the measured wall-clock seconds.
-    Greedy decoding unless ``temperature > 0`` (then seeded by ``generator``).
+    Greedy decoding unless ``temperature > 0`` (then seeded by ``generator``, a generator on the
+    model's device). The cache and every input are built on the model's device.
     """
 
     def __init__(self, model, num_blocks, block_size, temperature=0.0, generator=None):
-        cfg = model.config
-        self.model = model.eval()
-        self.cache = PagedKVCache(
-            cfg.n_layer,
-            num_blocks,
-            block_size,
-            kv_heads(model),
-            cfg.n_embd // cfg.n_head,
-            model.tok_emb.weight.dtype,
-        )
+        cfg, w = model.config, model.tok_emb.weight
+        self.model, self.device = model.eval(), w.device
+        self.cache = PagedKVCache(cfg.n_layer, num_blocks, block_size, kv_heads(model),
+                                  cfg.n_embd // cfg.n_head, w.dtype, w.device)  # fmt: skip
         self.manager = self.cache.manager
         self.temperature, self.generator = temperature, generator
 
@@ -91,14 +87,15 @@ class ModelRunner:
         t0 = time.perf_counter()
         out: list[int] = []
         for req in prefill:
-            ids = torch.tensor([req.tokens])
-            logits = paged_forward(
-                self.model, self.cache, [req.rid], ids, torch.zeros(1, dtype=torch.long)
-            )
-            out += self._next(logits[:, -1])
+            out += self._forward([req], [req.tokens], [0])
         if decode:
-            ids = torch.tensor([[r.tokens[-1]] for r in decode])
-            start = torch.tensor([len(r.tokens) - 1 for r in decode])
-            logits = paged_forward(self.model, self.cache, [r.rid for r in decode], ids, start)
-            out += self._next(logits[:, -1])
+            out += self._forward(decode, [[r.tokens[-1]] for r in decode],
+                                 [len(r.tokens) - 1 for r in decode])  # fmt: skip
         return time.perf_counter() - t0, out
+
+    def _forward(self, reqs, ids: list[list[int]], start: list[int]) -> list[int]:
+        """Run tokens ``ids`` (B lists of T) at positions ``start`` (B,); the next token each."""
+        ids = torch.tensor(ids, dtype=torch.long, device=self.device)
+        start = torch.tensor(start, dtype=torch.long, device=self.device)
+        logits = paged_forward(self.model, self.cache, [r.rid for r in reqs], ids, start)
+        return self._next(logits[:, -1])

@@ -35,26 +35,29 @@ def kv_heads(model: nn.Module) -> int:
 
 
 class KVCache:
-    """Pre-allocated keys and values: per layer two tensors of shape (B, H_kv, max_len, D).
+    """Pre-allocated keys and values: per layer two tensors of shape (B, H_kv, max_len, D),
+    in ``dtype`` on ``device`` (:meth:`for_model` takes both from the model).
 
     ``length`` tokens are filled; :meth:`update` writes the next ones for one layer and
     :meth:`advance` moves ``length`` on once every layer has written them.
     """
 
-    def __init__(self, n_layer, batch, n_kv_heads, max_len, head_dim, dtype=torch.float32):
+    def __init__(self, n_layer, batch, n_kv_heads, max_len, head_dim, dtype=torch.float32,
+                 device=None):  # fmt: skip
         shape = (batch, n_kv_heads, max_len, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype) for _ in range(n_layer)]
-        self.v = [torch.zeros(shape, dtype=dtype) for _ in range(n_layer)]
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layer)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layer)]
         self.max_len = max_len
         self.length = 0
 
     @classmethod
     def for_model(cls, model: nn.Module, batch: int, max_len: int | None = None) -> KVCache:
-        """An empty cache sized for ``model`` (a GPT); ``max_len`` defaults to its block_size."""
-        cfg = model.config
+        """An empty cache sized for ``model`` (a GPT), on its device and in its dtype;
+        ``max_len`` defaults to its block_size."""
+        cfg, w = model.config, model.tok_emb.weight
         max_len = max_len or cfg.block_size
-        dtype = model.tok_emb.weight.dtype
-        return cls(cfg.n_layer, batch, kv_heads(model), max_len, cfg.n_embd // cfg.n_head, dtype)
+        return cls(cfg.n_layer, batch, kv_heads(model), max_len, cfg.n_embd // cfg.n_head,
+                   w.dtype, w.device)  # fmt: skip
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Store new keys/values (B, H_kv, T, D) of ``layer``; return all so far (B, H_kv, L+T, D)."""
@@ -115,6 +118,10 @@ def _check_prompt(model: nn.Module, idx: torch.Tensor, max_new_tokens: int) -> N
         )
     if max_new_tokens < 0:
         raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
+    device = model.tok_emb.weight.device
+    if idx.device != device:
+        raise ValueError(f"generate: the prompt is on {idx.device} but the model on {device}; "
+                         f"pass idx.to({str(device)!r})")  # fmt: skip
     total, limit = idx.shape[1] + max_new_tokens, model.config.block_size
     if total > limit:
         raise ValueError(

@@ -79,22 +79,22 @@ class QuantizedKVCache(KVCache):
     """
 
     def __init__(self, n_layer, batch, n_kv_heads, max_len, head_dim, dtype=torch.float32,
-                 per: str = "head"):  # fmt: skip
-        shape = (batch, n_kv_heads, max_len, head_dim)
-        self.k = [torch.zeros(shape, dtype=torch.int8) for _ in range(n_layer)]
-        self.v = [torch.zeros(shape, dtype=torch.int8) for _ in range(n_layer)]
-        sshape = (batch, n_kv_heads, max_len, 1)
-        self.k_scale = [torch.ones(sshape) for _ in range(n_layer)]
-        self.v_scale = [torch.ones(sshape) for _ in range(n_layer)]
+                 device=None, per: str = "head"):  # fmt: skip
+        shape, sshape = (batch, n_kv_heads, max_len, head_dim), (batch, n_kv_heads, max_len, 1)
+        self.k = [torch.zeros(shape, dtype=torch.int8, device=device) for _ in range(n_layer)]
+        self.v = [torch.zeros(shape, dtype=torch.int8, device=device) for _ in range(n_layer)]
+        self.k_scale = [torch.ones(sshape, device=device) for _ in range(n_layer)]
+        self.v_scale = [torch.ones(sshape, device=device) for _ in range(n_layer)]
         self.max_len, self.length, self.dtype, self.per = max_len, 0, dtype, per
 
     @classmethod
     def for_model(cls, model: nn.Module, batch: int, max_len: int | None = None,
                   per: str = "head") -> QuantizedKVCache:  # fmt: skip
-        """An empty int8 cache sized for ``model`` (a GPT); ``max_len`` defaults to block_size."""
-        cfg = model.config
+        """An empty int8 cache sized for ``model`` (a GPT), on its device; ``max_len`` defaults
+        to block_size."""
+        cfg, w = model.config, model.tok_emb.weight
         return cls(cfg.n_layer, batch, kv_heads(model), max_len or cfg.block_size,
-                   cfg.n_embd // cfg.n_head, model.tok_emb.weight.dtype, per)  # fmt: skip
+                   cfg.n_embd // cfg.n_head, w.dtype, w.device, per)  # fmt: skip
 
     def _store(self, data, scales, layer, new, end):
         # (B, H, T, D) -> tokens first so that heads are the second-to-last dimension

@@ -174,11 +174,16 @@ class BlockManager:
 
 
 class PagedKVCache:
-    """Key and value pools of shape (n_layer, num_blocks, block_size, H_kv, D) + a BlockManager."""
+    """Key and value pools of shape (n_layer, num_blocks, block_size, H_kv, D) + a BlockManager.
 
-    def __init__(self, n_layer, num_blocks, block_size, n_kv_heads, head_dim, dtype=torch.float32):
+    The pools are in ``dtype`` on ``device``; so are the block tables it hands to attention.
+    """
+
+    def __init__(self, n_layer, num_blocks, block_size, n_kv_heads, head_dim, dtype=torch.float32,
+                 device=None):  # fmt: skip
         shape = (n_layer, num_blocks, block_size, n_kv_heads, head_dim)
-        self.k, self.v = torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.manager = BlockManager(num_blocks, block_size)
 
     def write(self, layer: int, blocks, offsets, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -195,9 +200,11 @@ class PagedKVCache:
         """Padded block tables (B, max_blocks) int64 and lengths (B,) of some sequences."""
         tables = [self.manager.tables[s] for s in seq_ids]
         width = max(len(t) for t in tables)
-        padded = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.long)
-        lengths = torch.tensor([self.manager.lengths[s] for s in seq_ids], dtype=torch.long)
-        return padded, lengths
+        padded = [t + [0] * (width - len(t)) for t in tables]
+        lengths = [self.manager.lengths[s] for s in seq_ids]
+        device = self.k.device
+        return (torch.tensor(padded, dtype=torch.long, device=device),
+                torch.tensor(lengths, dtype=torch.long, device=device))  # fmt: skip
 
 
 def gather_kv(pool: torch.Tensor, block_tables: torch.Tensor) -> torch.Tensor:

@@ -92,8 +92,8 @@ def sample(
 ) -> torch.Tensor:
     """Draw one token per row of ``logits`` (B, V); returns int64 ids of shape (B,).
 
-    Greedy when ``temperature == 0``. Raises ``ValueError`` on a bad parameter or non-finite
-    logits.
+    Greedy when ``temperature == 0``. ``generator`` must be on the device of ``logits`` (as
+    ``torch.multinomial`` requires). Raises ``ValueError`` on a bad parameter or non-finite logits.
     """
     probs = sampling_probs(logits, temperature, top_k, top_p)
     if temperature == 0:

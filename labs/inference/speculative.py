@@ -14,6 +14,8 @@ average ``(1 - alpha**(gamma + 1)) / (1 - alpha)`` where ``alpha = sum(min(p, q)
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn as nn
 
@@ -48,7 +50,8 @@ def accept_reject(
     Args:
         p: target probabilities (gamma + 1, V): row i is the distribution of position i.
         q: draft probabilities (gamma, V) from which ``draft_tokens`` (gamma,) were sampled.
-        generator: source of the uniform draws and of the replacement sample.
+        generator: source of the uniform draws and of the replacement sample, on the device of
+            ``p`` and ``q`` (None: PyTorch's default generator of that device).
 
     The emitted tokens are ``draft_tokens[:n_accepted]`` followed by ``next_token``.
     """
@@ -60,7 +63,7 @@ def accept_reject(
         )
     for i in range(gamma):
         x = int(draft_tokens[i])
-        r = float(torch.rand((), generator=generator))
+        r = float(torch.rand((), generator=generator, device=p.device))
         if r * q[i, x] < p[i, x]:  # r < p/q without dividing by a zero q
             continue
         resid = residual_distribution(p[i], q[i])
@@ -101,7 +104,8 @@ def speculative_generate(
 
     Both models keep KV caches; rejected positions are rolled back by shortening the cache.
     Greedy (``temperature == 0``) output equals the target's greedy output token for token; with
-    sampling the output has the target's distribution. Returns ``(ids (1, T + n), stats)`` with
+    sampling the output has the target's distribution (``generator`` on the models' device, which
+    ``idx`` shares). Returns ``(ids (1, T + n), stats)`` with
     ``stats = {"rounds", "drafted", "accepted", "rejected"}``: drafts after the first rejection
     of a round are never tested, so the acceptance rate is ``accepted / (accepted + rejected)``.
     """
@@ -117,6 +121,7 @@ def speculative_generate(
     t_cache, d_cache = KVCache.for_model(target, 1, total), KVCache.for_model(draft, 1, total)
     ids = idx[0].tolist()
     stats = {"rounds": 0, "drafted": 0, "accepted": 0, "rejected": 0}
+    tensor = partial(torch.tensor, dtype=torch.long, device=idx.device)  # ids on the models' device
 
     def probs(logits: torch.Tensor) -> torch.Tensor:
         return sampling_probs(logits, temperature, top_k, top_p)
@@ -126,7 +131,7 @@ def speculative_generate(
         drafted, q_rows = [], []
         new = ids[d_cache.length :]  # tokens the draft has not seen yet (>= 1)
         for _ in range(g):
-            q = probs(forward_cached(draft, torch.tensor([new]), d_cache)[:, -1])[0]
+            q = probs(forward_cached(draft, tensor([new]), d_cache)[:, -1])[0]
             x = (
                 int(q.argmax())
                 if temperature == 0
@@ -136,10 +141,10 @@ def speculative_generate(
             q_rows.append(q)
             new = [x]
         feed = ids[t_cache.length :] + drafted
-        logits = forward_cached(target, torch.tensor([feed]), t_cache)[0, -(g + 1) :]
+        logits = forward_cached(target, tensor([feed]), t_cache)[0, -(g + 1) :]
         p = probs(logits)
         q = torch.stack(q_rows) if q_rows else p.new_zeros(0, p.shape[-1])
-        n_acc, nxt = accept_reject(p, q, torch.tensor(drafted, dtype=torch.long), generator)
+        n_acc, nxt = accept_reject(p, q, tensor(drafted), generator)
         ids += drafted[:n_acc] + [nxt]
         t_cache.length = len(ids) - 1  # drop the rejected drafts' keys and values
         d_cache.length = min(d_cache.length, len(ids) - 1)
@@ -147,4 +152,4 @@ def speculative_generate(
         stats["drafted"] += g
         stats["accepted"] += n_acc
         stats["rejected"] += int(n_acc < g)
-    return torch.tensor([ids]), stats
+    return tensor([ids]), stats

@@ -32,11 +32,13 @@ def _compile(pattern: str | regex.Pattern) -> regex.Pattern:
 
 
 def allowed_mask(
-    pattern: str | regex.Pattern, prefix: str, vocab: str = _TOK.chars
+    pattern: str | regex.Pattern, prefix: str, vocab: str = _TOK.chars, device=None
 ) -> torch.Tensor:
-    """Bool (len(vocab),): True where ``prefix + vocab[i]`` can still be completed to a match."""
+    """Bool (len(vocab),) on ``device``: True where ``prefix + vocab[i]`` can still be completed
+    to a match."""
     pat = _compile(pattern)
-    return torch.tensor([pat.fullmatch(prefix + ch, partial=True) is not None for ch in vocab])
+    ok = [pat.fullmatch(prefix + ch, partial=True) is not None for ch in vocab]
+    return torch.tensor(ok, device=device)
 
 
 def is_complete(pattern: str | regex.Pattern, text: str) -> bool:
@@ -57,18 +59,20 @@ def constrained_generate(
     """Continue ``prompt`` with text that matches ``pattern``.
 
     Generation ends when the text is a complete match and either the model picks ``stop`` or no
-    character can extend it. ``stop`` is allowed only once the text is complete.
+    character can extend it. ``stop`` is allowed only once the text is complete. The ids and the
+    mask go to the model's device (so must ``generator``).
 
     Raises:
         ValueError: if the pattern cannot be completed within ``max_new_tokens`` characters.
     """
     pat = _compile(pattern)
-    ids = _TOK.encode(prompt)[None]
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))  # of the weights
+    ids = _TOK.encode(prompt)[None].to(device)
     out = ""
     stop_id = _TOK.stoi[stop]
     for _ in range(max_new_tokens):
         logits = model(ids[:, -model.config.block_size :])[0, -1].float()
-        mask = allowed_mask(pat, out)
+        mask = allowed_mask(pat, out, device=logits.device)
         done = is_complete(pat, out)
         if done:
             mask[stop_id] = True
@@ -83,7 +87,7 @@ def constrained_generate(
         if done and nxt == stop_id:
             return out
         out += _TOK.chars[nxt]
-        ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+        ids = torch.cat([ids, torch.tensor([[nxt]], device=ids.device)], dim=1)
     if not is_complete(pat, out):
         raise ValueError(
             f"constrained_generate: no complete match within max_new_tokens={max_new_tokens} "

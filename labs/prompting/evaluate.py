@@ -51,7 +51,8 @@ def answers(
     """The model's answer to each prompt: its continuation up to the format's end marker.
 
     Prompts of equal length are decoded together in one batch; 4 new characters are enough for a
-    three-letter answer and its end marker.
+    three-letter answer and its end marker. The ids go to the model's device (so must
+    ``generator``).
     """
     texts = [tasks.render(p, fmt) for p in prompts]
     out: list[str] = [""] * len(texts)
@@ -59,7 +60,7 @@ def answers(
     for i, t in enumerate(texts):
         groups.setdefault(len(t), []).append(i)
     for idx in groups.values():
-        ids = torch.stack([_TOK.encode(texts[i]) for i in idx])
+        ids = torch.stack([_TOK.encode(texts[i]) for i in idx]).to(next(model.parameters()).device)
         gen = model.generate(ids, 4, temperature=temperature, generator=generator)
         for i, row in zip(idx, gen[:, ids.shape[1] :]):
             out[i] = _TOK.decode(row).split(fmt.end)[0]
@@ -126,7 +127,7 @@ def self_consistency(
     """
     if not prompts or not samples or min(samples) < 1:
         raise ValueError(f"self_consistency: need prompts and sample counts >= 1, got {samples}")
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     draws = [
         answers(model, prompts, temperature=temperature, generator=gen) for _ in range(max(samples))
     ]

@@ -20,6 +20,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -137,6 +138,8 @@ class LLMEngine:
         max_waiting: most requests waiting to join; one more raises :class:`Overloaded`.
         kv_block_size: tokens per KV block; ``kv_blocks``: blocks in the pool (default: enough
             for ``max_batch`` requests of full context, so nothing is ever preempted).
+
+    The cache, the inputs and each request's generator live on the model's device.
     """
 
     def __init__(self, model, tokenizer=None, *, max_batch=16, max_waiting=64, kv_block_size=16,
@@ -144,12 +147,12 @@ class LLMEngine:
         if max_batch < 1 or max_waiting < 1:
             raise ValueError(f"LLMEngine: need max_batch, max_waiting >= 1, got {max_batch}, "
                              f"{max_waiting}")  # fmt: skip
-        cfg = model.config
+        cfg, w = model.config, model.tok_emb.weight
         self.model, self.tokenizer = model.eval(), tokenizer or data.CharTokenizer()
-        self.context_length, self.max_waiting = cfg.block_size, max_waiting
+        self.context_length, self.max_waiting, self.device = cfg.block_size, max_waiting, w.device
         kv_blocks = kv_blocks or max_batch * math.ceil(cfg.block_size / kv_block_size)
         self.cache = PagedKVCache(cfg.n_layer, kv_blocks, kv_block_size, kv_heads(model),
-                                  cfg.n_embd // cfg.n_head, model.tok_emb.weight.dtype)  # fmt: skip
+                                  cfg.n_embd // cfg.n_head, w.dtype, w.device)  # fmt: skip
         self.scheduler = Scheduler("continuous", max_batch, self.cache.manager)
         self._ids = itertools.count()
         self._live: dict[int, tuple[GenRequest, Request, torch.Generator]] = {}
@@ -239,7 +242,7 @@ class LLMEngine:
             incoming, self._incoming = self._incoming, []
         for req in incoming:
             inner = Request(next(self._ids), 0.0, list(map(int, req.prompt)), req.max_new_tokens)
-            gen = torch.Generator()
+            gen = torch.Generator(device=self.device)
             gen.manual_seed(req.seed) if req.seed is not None else gen.seed()
             self._live[inner.rid] = (req, inner, gen)
             self.scheduler.add(inner)
@@ -248,14 +251,15 @@ class LLMEngine:
                 self._finish(inner, "cancelled")
         prefill, decode = self.scheduler.schedule()
         self.steps += 1
+        tensor = partial(torch.tensor, dtype=torch.long, device=self.device)  # ids, positions
         for inner in prefill:  # prompts differ in length: one forward pass each
-            self._run([inner], torch.tensor([inner.tokens]), torch.zeros(1, dtype=torch.long))
+            self._run([inner], tensor([inner.tokens]), tensor([0]))
         if decode:
             self.batch_sizes = self.batch_sizes[-999:] + [len(decode)]
             if self.on_step is not None:
                 self.on_step(len(decode))
-            ids = torch.tensor([[r.tokens[-1]] for r in decode])
-            start = torch.tensor([len(r.tokens) - 1 for r in decode])
+            ids = tensor([[r.tokens[-1]] for r in decode])
+            start = tensor([len(r.tokens) - 1 for r in decode])
             if not self._run(decode, ids, start, isolate=False):
                 for i, inner in enumerate(decode):  # find the culprit: one request at a time
                     self._run([inner], ids[i : i + 1], start[i : i + 1])

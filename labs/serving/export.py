@@ -20,9 +20,11 @@ __all__ = ["export_onnx", "ort_session", "ort_logits"]
 
 
 def export_onnx(model: torch.nn.Module, path: str | Path, seq_len: int = 16, dynamo: bool = False):
-    """Write ``model`` (token ids (B, T) -> logits (B, T, V)) to ``path`` with dynamic B and T."""
+    """Write ``model`` (token ids (B, T) -> logits (B, T, V)) to ``path`` with dynamic B and T.
+
+    The model may be on any device; the ONNX file holds its weights for any runtime."""
     model = model.eval()
-    example = torch.zeros(1, seq_len, dtype=torch.long)
+    example = torch.zeros(1, seq_len, dtype=torch.long, device=next(model.parameters()).device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
@@ -62,4 +64,4 @@ def ort_session(path: str | Path, threads: int = 1):
 def ort_logits(session, idx: torch.Tensor) -> np.ndarray:
     """Run the exported model: token ids (B, T) int64 -> logits (B, T, V) float32 (numpy)."""
     name = session.get_inputs()[0].name
-    return session.run(None, {name: idx.numpy().astype(np.int64)})[0]
+    return session.run(None, {name: idx.cpu().numpy().astype(np.int64)})[0]

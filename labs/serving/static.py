@@ -29,17 +29,17 @@ __all__ = ["StaticEngine", "PaddedRunner", "padded_logits"]
 @torch.no_grad()
 def padded_logits(model: gpt.GPT, contexts: list[list[int]]) -> torch.Tensor:
     """Next-token logits of each context: list of id lists -> (B, vocab) float32, one padded
-    forward pass over the whole of every sequence."""
-    lengths = torch.tensor([len(c) for c in contexts])
-    x = torch.zeros(len(contexts), int(lengths.max()), dtype=torch.long)
-    for i, c in enumerate(contexts):  # right padding: causal attention never sees it
-        x[i, : len(c)] = torch.as_tensor(c)
-    logits = model(x)
-    return logits[torch.arange(len(contexts)), lengths - 1].float()
+    forward pass over the whole of every sequence, on the model's device."""
+    device, width = model.tok_emb.weight.device, max(len(c) for c in contexts)
+    rows = [list(c) + [0] * (width - len(c)) for c in contexts]  # right padding, which causal
+    logits = model(torch.tensor(rows, dtype=torch.long, device=device))  # attention never sees
+    last = torch.tensor([len(c) - 1 for c in contexts], device=device)
+    return logits[torch.arange(len(contexts), device=device), last].float()
 
 
 class StaticEngine:
-    """A model and a tokenizer, and :meth:`run`, which serves one static batch of requests."""
+    """A model and a tokenizer, and :meth:`run`, which serves one static batch of requests
+    (inputs and generators on the model's device)."""
 
     def __init__(self, model: gpt.GPT, tokenizer: data.CharTokenizer | None = None):
         self.model = model.eval()
@@ -56,7 +56,8 @@ class StaticEngine:
     def run(self, requests: list[GenRequest]) -> list[GenRequest]:
         """Generate for every request together, one token per request per forward pass, until
         each has its ``max_new_tokens`` or is cancelled (greedy or seeded sampling)."""
-        gens = [torch.Generator().manual_seed(r.seed or 0) for r in requests]
+        device = self.model.tok_emb.weight.device
+        gens = [torch.Generator(device=device).manual_seed(r.seed or 0) for r in requests]
         seqs = [list(map(int, r.prompt)) for r in requests]
         while True:
             active = [
