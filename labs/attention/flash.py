@@ -108,8 +108,8 @@ def online_softmax(x: torch.Tensor, block_size: int) -> torch.Tensor:
         raise ValueError(f"online_softmax: expected a non-empty 1-D tensor, got {tuple(x.shape)}")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
         raise ValueError(f"online_softmax: block_size must be a positive int, got {block_size!r}")
-    m = torch.tensor(float("-inf"), dtype=x.dtype)
-    l = torch.tensor(0.0, dtype=x.dtype)
+    m = torch.tensor(float("-inf"), dtype=x.dtype, device=x.device)
+    l = torch.tensor(0.0, dtype=x.dtype, device=x.device)
     for start in range(0, x.numel(), block_size):
         blk = x[start : start + block_size]
         m_new = torch.maximum(m, blk.max())

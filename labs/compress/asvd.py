@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 
 from labs.compress.lowrank import _check_rank
-from labs.compress.measure import linear_names
+from labs.compress.measure import linear_names, model_device
 
 __all__ = ["input_rms", "input_gram", "factorize_linear_aware", "factorize_model_aware"]
 
@@ -51,7 +51,7 @@ def input_gram(model: nn.Module, ids: torch.Tensor, names: list[str] | None = No
 
         hooks.append(model.get_submodule(name).register_forward_hook(hook))
     try:
-        model(ids)
+        model(ids.to(model_device(model)))
     finally:
         for h in hooks:
             h.remove()
@@ -79,7 +79,7 @@ def factorize_linear_aware(linear: nn.Linear, rank: int, scale: torch.Tensor) ->
         left, undo = torch.diag(s), torch.diag(1 / s)
     elif scale.shape == (n_in, n_in):
         g = scale.detach().double()
-        g = g + 1e-6 * g.diagonal().mean() * torch.eye(n_in, dtype=g.dtype)
+        g = g + 1e-6 * g.diagonal().mean() * torch.eye(n_in, dtype=g.dtype, device=g.device)
         left = torch.linalg.cholesky(g)
         undo = torch.linalg.inv(left)
     else:
@@ -88,8 +88,9 @@ def factorize_linear_aware(linear: nn.Linear, rank: int, scale: torch.Tensor) ->
         )
     u, sv, vh = torch.linalg.svd(w @ left, full_matrices=False)
     root = sv[:rank].sqrt()
-    first = nn.Linear(linear.in_features, rank, bias=False)
-    second = nn.Linear(rank, linear.out_features, bias=linear.bias is not None)
+    factory_kwargs = {"device": linear.weight.device, "dtype": linear.weight.dtype}
+    first = nn.Linear(linear.in_features, rank, bias=False, **factory_kwargs)
+    second = nn.Linear(rank, linear.out_features, bias=linear.bias is not None, **factory_kwargs)
     first.weight.copy_((root[:, None] * vh[:rank] @ undo).float())
     second.weight.copy_((u[:, :rank] * root).float())
     if linear.bias is not None:

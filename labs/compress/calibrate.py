@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from labs import data
-from labs.compress.measure import linear_names
+from labs.compress.measure import linear_names, model_device
 
 __all__ = ["calibration_ids", "capture_inputs", "hessian", "sequential"]
 
@@ -40,7 +40,8 @@ def capture_inputs(
 ) -> dict[str, torch.Tensor]:
     """Inputs of the named linear layers during one forward pass of ``ids``.
 
-    Returns ``{name: X}`` with ``X`` of shape (tokens, in_features), float32: one row per token.
+    Returns ``{name: X}`` with ``X`` of shape (tokens, in_features), float32: one row per token,
+    on the model's device (``ids`` are moved there).
     """
     got: dict[str, torch.Tensor] = {}
     hooks = []
@@ -51,7 +52,7 @@ def capture_inputs(
 
         hooks.append(model.get_submodule(name).register_forward_pre_hook(hook))
     try:
-        model(ids)
+        model(ids.to(model_device(model)))
     finally:
         for h in hooks:
             h.remove()

@@ -38,10 +38,10 @@ def kmeans_1d(x: torch.Tensor, k: int, iters: int = 25) -> tuple[torch.Tensor, t
     if not 1 <= k <= 256:
         raise ValueError(f"kmeans_1d: k must be in 1..256 (indices are stored in uint8), got {k}")
     v = x.detach().float().reshape(-1)
-    c = torch.linspace(float(v.min()), float(v.max()), k)
+    c = torch.linspace(float(v.min()), float(v.max()), k, device=v.device)
     for _ in range(iters):
         idx = (v[:, None] - c[None, :]).abs().argmin(dim=1)
-        sums = torch.zeros(k).index_add_(0, idx, v)
+        sums = torch.zeros(k, device=v.device).index_add_(0, idx, v)
         counts = torch.bincount(idx, minlength=k).float()
         c = torch.where(counts > 0, sums / counts.clamp_min(1), c)
     idx = (v[:, None] - c[None, :]).abs().argmin(dim=1)

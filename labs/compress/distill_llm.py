@@ -82,6 +82,7 @@ def teacher_corpus(
     teacher: nn.Module, prompts: torch.Tensor, length: int, temperature: float = 1.0, seed: int = 0
 ) -> torch.Tensor:
     """Token ids (B, T0 + length): each prompt row (B, T0) continued by ``length`` tokens sampled
-    from the teacher (KV-cached; ``temperature=0`` is greedy). Flatten it to train on."""
-    gen = torch.Generator().manual_seed(seed)
+    from the teacher (KV-cached; ``temperature=0`` is greedy), on the teacher's device like the
+    prompts. Flatten it to train on."""
+    gen = torch.Generator(next(teacher.parameters()).device).manual_seed(seed)
     return generate(teacher, prompts, length, temperature=temperature, generator=gen)

@@ -154,7 +154,7 @@ def gptq(
         scale, zero = minmax_params(W, bits, sym)
     for i1 in range(0, cols, block_size):
         i2 = min(i1 + block_size, cols)
-        W1, err1 = W[:, i1:i2].clone(), torch.zeros(rows, i2 - i1, dtype=W.dtype)
+        W1, err1 = W[:, i1:i2].clone(), torch.zeros(rows, i2 - i1, dtype=W.dtype, device=W.device)
         for i in range(i2 - i1):
             j = i1 + i
             if group_size is not None and j % group_size == 0:

@@ -51,8 +51,9 @@ def factorize_linear(linear: nn.Linear, rank: int) -> nn.Sequential:
     _check_rank(rank, w)
     u, s, vh = torch.linalg.svd(w.double(), full_matrices=False)
     root = s[:rank].sqrt()
-    first = nn.Linear(linear.in_features, rank, bias=False)
-    second = nn.Linear(rank, linear.out_features, bias=linear.bias is not None)
+    factory_kwargs = {"device": w.device, "dtype": w.dtype}
+    first = nn.Linear(linear.in_features, rank, bias=False, **factory_kwargs)
+    second = nn.Linear(rank, linear.out_features, bias=linear.bias is not None, **factory_kwargs)
     first.weight.copy_((root[:, None] * vh[:rank]).float())
     second.weight.copy_((u[:, :rank] * root).float())
     if linear.bias is not None:

@@ -10,12 +10,14 @@ a fixed seed (a few seconds on one CPU core) and returns it with the held-out to
 * :func:`perplexity` -- exp of the mean next-token loss over fixed held-out windows.
 * :func:`latency_ms` -- median milliseconds of one forward pass (from :func:`labs.basics.flops.time_fn`);
   :func:`compare_times` -- several functions timed side by side, round-robin, fastest call each.
-* :func:`linear_names` -- the names of a model's ``nn.Linear`` layers, in order.
+* :func:`linear_names` -- the names of a model's ``nn.Linear`` layers, in order;
+  :func:`model_device` -- where its weights live (inputs the helpers build go there).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import time
 import zlib
@@ -39,6 +41,7 @@ __all__ = [
     "latency_ms",
     "compare_times",
     "linear_names",
+    "model_device",
 ]
 
 COMPRESS_CONFIG = gpt.GPTConfig(n_layer=2, n_head=4, n_embd=96, block_size=64, seed=0)
@@ -78,7 +81,7 @@ def perplexity(model: nn.Module, ids: torch.Tensor | None = None, window: int = 
     Returns:
         ``exp(mean cross entropy in nats per token)``; 1 is perfect, ``vocab_size`` is guessing.
     """
-    ids = heldout_ids() if ids is None else ids
+    ids = (heldout_ids() if ids is None else ids).to(model_device(model))
     n = (len(ids) - 1) // window
     if n < 1:
         raise ValueError(f"perplexity: {len(ids)} ids cannot fill one window of {window} tokens")
@@ -120,14 +123,17 @@ def linear_flops(model: nn.Module) -> int:
 
 @torch.no_grad()
 def latency_ms(model: nn.Module, batch: int = 1, tokens: int = 64, repeats: int = 7) -> float:
-    """Median milliseconds of one forward pass over a (batch, tokens) input on the current device.
+    """Median milliseconds of one forward pass over a (batch, tokens) input on the model's device.
 
     Pass ``batch=1`` for the latency a single user sees; divide by ``batch * tokens`` for the
-    cost per token. Uses :func:`labs.basics.flops.time_fn` (median of ``repeats`` runs after warm-up).
+    cost per token. Uses :func:`labs.basics.flops.time_fn` (median of ``repeats`` runs after
+    warm-up); on a GPU each run waits for its kernels to finish.
     """
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 96, (batch, tokens), generator=gen)
-    return 1000 * time_fn(lambda: model(x), warmup=2, repeats=repeats)
+    device = model_device(model)
+    gen = torch.Generator(device).manual_seed(0)
+    x = torch.randint(0, 96, (batch, tokens), generator=gen, device=device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    return 1000 * time_fn(lambda: (model(x), sync()), warmup=2, repeats=repeats)
 
 
 @torch.no_grad()
@@ -161,3 +167,11 @@ def linear_names(model: nn.Module, include_head: bool = False) -> list[str]:
         for name, m in model.named_modules()
         if isinstance(m, nn.Linear) and (include_head or not name.endswith("lm_head"))
     ]
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of the first parameter or buffer of ``model``; the CPU if it has none (an
+    :class:`labs.compress.export.OrtModel` runs its session on the CPU)."""
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        return t.device
+    return torch.device("cpu")

@@ -28,6 +28,7 @@ import torch
 import torch.nn as nn
 
 from labs.compress.calibrate import capture_inputs
+from labs.compress.measure import model_device
 from labs.compress.quantize import quantize
 
 __all__ = [
@@ -119,7 +120,7 @@ def llm_int8_linear(
         of the outlier columns.
     """
     cols = outlier_channels(x, threshold)
-    keep = torch.ones(x.shape[1], dtype=torch.bool)
+    keep = torch.ones(x.shape[1], dtype=torch.bool, device=x.device)
     keep[cols] = False
     qx = quantize(x[:, keep], 8, granularity="channel")
     qw = quantize(weight[:, keep], 8, granularity="channel")
@@ -169,7 +170,7 @@ def awq_quantize(
     """
     if mode not in ("keep", "scale"):
         raise ValueError(f"awq_quantize: mode must be 'keep' or 'scale', got {mode!r}")
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(model_device(model)).manual_seed(seed)
     model = copy.deepcopy(model)
     for name, act in stats.items():
         parent, _, child = name.rpartition(".")
@@ -182,7 +183,7 @@ def awq_quantize(
         elif choose == "weight":
             idx = w.norm(dim=0).topk(k).indices
         elif choose == "random":
-            idx = torch.randperm(w.shape[1], generator=gen)[:k]
+            idx = torch.randperm(w.shape[1], generator=gen, device=w.device)[:k]
         else:
             raise ValueError(
                 f"awq_quantize: choose must be activation/weight/random, got {choose!r}"
@@ -193,7 +194,8 @@ def awq_quantize(
         else:
             wq = quantize(w, bits, **kwargs).dequantize()
             wq[:, idx] = lin.weight[:, idx]
-        new = nn.Linear(lin.in_features, lin.out_features, bias=lin.bias is not None)
+        factory_kwargs = {"device": w.device, "dtype": w.dtype}
+        new = nn.Linear(lin.in_features, lin.out_features, lin.bias is not None, **factory_kwargs)
         new.weight.copy_(wq)
         if lin.bias is not None:
             new.bias.copy_(lin.bias)

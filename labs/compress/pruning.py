@@ -172,8 +172,9 @@ def prune_mlp_channels(model: nn.Module, sparsity: float) -> nn.Module:
         keep = max(1, round(hidden * (1 - sparsity)))
         score = up.weight.norm(dim=1) * down.weight.norm(dim=0)
         idx = score.topk(keep).indices.sort().values
-        new_up = nn.Linear(up.in_features, keep, bias=up.bias is not None)
-        new_down = nn.Linear(keep, down.out_features, bias=down.bias is not None)
+        factory_kwargs = {"device": up.weight.device, "dtype": up.weight.dtype}
+        new_up = nn.Linear(up.in_features, keep, up.bias is not None, **factory_kwargs)
+        new_down = nn.Linear(keep, down.out_features, down.bias is not None, **factory_kwargs)
         new_up.weight.copy_(up.weight[idx])
         new_down.weight.copy_(down.weight[:, idx])
         if up.bias is not None:
@@ -192,16 +193,18 @@ class HeadPrunedAttention(nn.Module):
         c = attn.q_proj.in_features
         d = c // attn.n_head
         self.n_head, self.head_dim = len(heads), d
-        rows = torch.cat([torch.arange(h * d, (h + 1) * d) for h in sorted(heads)])
+        w = attn.q_proj.weight
+        factory_kwargs = {"device": w.device, "dtype": w.dtype}
+        rows = torch.cat([torch.arange(h * d, (h + 1) * d, device=w.device) for h in sorted(heads)])
         for name in ("q_proj", "k_proj", "v_proj"):
             old = getattr(attn, name)
-            new = nn.Linear(c, len(rows), bias=old.bias is not None)
+            new = nn.Linear(c, len(rows), old.bias is not None, **factory_kwargs)
             with torch.no_grad():
                 new.weight.copy_(old.weight[rows])
                 if old.bias is not None:
                     new.bias.copy_(old.bias[rows])
             setattr(self, name, new)
-        self.o_proj = nn.Linear(len(rows), c, bias=attn.o_proj.bias is not None)
+        self.o_proj = nn.Linear(len(rows), c, attn.o_proj.bias is not None, **factory_kwargs)
         with torch.no_grad():
             self.o_proj.weight.copy_(attn.o_proj.weight[:, rows])
             if attn.o_proj.bias is not None:
@@ -241,9 +244,14 @@ def head_importance(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Te
 
     A gate of value 1 multiplies each head's output before ``o_proj``; the absolute gradient of
     the loss with respect to it, summed over ``batches`` of ``(inputs, targets)``, estimates how
-    much the loss would change if the head were removed. Returns (n_layer, n_head), float32.
+    much the loss would change if the head were removed. Returns (n_layer, n_head), float32, on
+    the model's device (the batches are moved there).
     """
-    gates = [torch.ones(b.attn.n_head, requires_grad=True) for b in model.blocks]
+    w = model.blocks[0].attn.o_proj.weight
+    gates = [
+        torch.ones(b.attn.n_head, dtype=w.dtype, device=w.device, requires_grad=True)
+        for b in model.blocks
+    ]
     hooks = []
     for block, gate in zip(model.blocks, gates):
 
@@ -253,10 +261,10 @@ def head_importance(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Te
             return (y.view(b, t, len(gate), c // len(gate)) * gate[:, None]).view(b, t, c)
 
         hooks.append(block.attn.o_proj.register_forward_pre_hook(pre_hook))
-    score = torch.zeros(len(gates), len(gates[0]))
+    score = torch.zeros(len(gates), len(gates[0]), device=w.device)
     try:
         for x, y in batches:
-            grads = torch.autograd.grad(model.loss(x, y), gates)
+            grads = torch.autograd.grad(model.loss(x.to(w.device), y.to(w.device)), gates)
             score += torch.stack([g.abs() for g in grads])
     finally:
         for h in hooks:

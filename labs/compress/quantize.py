@@ -76,7 +76,7 @@ def _range(g: torch.Tensor, calibration: str, percentile: float) -> tuple[torch.
     if calibration == "percentile":
         if not 50.0 < percentile <= 100.0:
             raise ValueError(f"percentile must be in (50, 100], got {percentile}")
-        q = torch.tensor([1 - percentile / 100, percentile / 100], dtype=g.dtype)
+        q = torch.tensor([1 - percentile / 100, percentile / 100], dtype=g.dtype, device=g.device)
         lo_hi = torch.quantile(g, q, dim=1)
         return lo_hi[0], lo_hi[1]
     raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
@@ -153,7 +153,7 @@ def quantize(
     lo, hi = _range(g, calibration, percentile)
     if calibration == "mse":
         best_err, best = None, None
-        for r in torch.linspace(0.05, 1.0, 39):
+        for r in torch.linspace(0.05, 1.0, 39, device=g.device):
             s, z = _scale_zero(lo * r, hi * r, bits, scheme)
             q = torch.clamp(torch.round(g / s[:, None]) + z[:, None], qmin, qmax)
             err = ((q - z[:, None]) * s[:, None] - g).pow(2).sum(dim=1)
@@ -210,7 +210,8 @@ class QuantLinear(nn.Module):
         codes = _pack4(qt.q) if bits <= 4 else qt.q
         self.register_buffer("codes", codes)
         self.register_buffer("scale", qt.scale)
-        self.register_buffer("zero_point", qt.zero_point if not self.signed else torch.zeros(0))
+        zero = qt.scale.new_zeros(0) if self.signed else qt.zero_point  # symmetric: none stored
+        self.register_buffer("zero_point", zero)
         bias = None if linear.bias is None else linear.bias.detach().clone()
         self.register_buffer("bias", bias)
 

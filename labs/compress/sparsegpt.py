@@ -64,10 +64,10 @@ def sparsegpt(
     h[dead, dead] = 1.0
     W[:, dead] = 0.0
     U = inverse_cholesky(h, damp)
-    pruned = torch.zeros(rows, cols, dtype=torch.bool)
+    pruned = torch.zeros(rows, cols, dtype=torch.bool, device=W.device)
     for i1 in range(0, cols, block_size):
         i2 = min(i1 + block_size, cols)
-        W1, err1 = W[:, i1:i2].clone(), torch.zeros(rows, i2 - i1, dtype=W.dtype)
+        W1, err1 = W[:, i1:i2].clone(), torch.zeros(rows, i2 - i1, dtype=W.dtype, device=W.device)
         d = U.diagonal()[i1:i2]
         drop = torch.zeros_like(W1, dtype=torch.bool)
         if not n:

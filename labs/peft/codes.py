@@ -1,7 +1,8 @@
 """The code tables of 4-bit and 8-bit block quantization (QLoRA, Chapter 5).
 
 A code is a sorted 1-D float32 tensor of levels in [-1, 1]; quantizing a value scaled into that
-range means storing the index of its nearest level (:func:`nearest_code`).
+range means storing the index of its nearest level (:func:`nearest_code`). Codes are constants,
+built on the CPU (the same bits on every machine); their users move them to the data's device.
 
 * :data:`NF4_CODE`: the 16 NormalFloat levels of NF4 (:func:`normal_float_code` rebuilds them from
   normal quantiles);
@@ -44,7 +45,8 @@ NF4_CODE = torch.tensor(
         0.5626170039176941,
         0.7229568362236023,
         1.0,
-    ]
+    ],
+    device="cpu",
 )
 """The 16 NF4 levels (Dettmers et al. 2023), as in bitsandbytes; index 7 is an exact zero."""
 
@@ -57,10 +59,11 @@ def normal_float_code(offset: float = 0.9677083) -> torch.Tensor:
     from ``offset`` to 0.5 with one fewer step, and zero is added so that it is exact. Dividing
     by the largest level maps the code onto [-1, 1]. Returns 16 sorted float32 values.
     """
-    normal = torch.distributions.Normal(0.0, 1.0)
-    pos = normal.icdf(torch.linspace(offset, 0.5, 9, dtype=torch.float64)[:-1])
-    neg = -normal.icdf(torch.linspace(offset, 0.5, 8, dtype=torch.float64)[:-1])
-    code = torch.cat([pos, neg, torch.zeros(1, dtype=torch.float64)])
+    cpu64 = {"dtype": torch.float64, "device": "cpu"}
+    normal = torch.distributions.Normal(torch.tensor(0.0, device="cpu"), 1.0)
+    pos = normal.icdf(torch.linspace(offset, 0.5, 9, **cpu64)[:-1])
+    neg = -normal.icdf(torch.linspace(offset, 0.5, 8, **cpu64)[:-1])
+    code = torch.cat([pos, neg, torch.zeros(1, **cpu64)])
     return (code / code.max()).sort().values.float()
 
 
@@ -74,20 +77,20 @@ def dynamic_code() -> torch.Tensor:
     """
     values = [0.0, 1.0]
     for e in range(7):
-        edges = torch.linspace(0.1, 1.0, 2**e + 1, dtype=torch.float32)
+        edges = torch.linspace(0.1, 1.0, 2**e + 1, dtype=torch.float32, device="cpu")
         mids = ((edges[:-1] + edges[1:]) / 2 * 10.0 ** (e - 6)).tolist()
         values += mids + [-m for m in mids]
-    return torch.tensor(sorted(values), dtype=torch.float32)
+    return torch.tensor(sorted(values), dtype=torch.float32, device="cpu")
 
 
 def linear_code() -> torch.Tensor:
     """A symmetric linear int8 code: the 255 values k / 127 for k = -127..127 (float32)."""
-    return torch.arange(-127, 128, dtype=torch.float32) / 127
+    return torch.arange(-127, 128, dtype=torch.float32, device="cpu") / 127
 
 
 def fp8_code() -> torch.Tensor:
     """Every finite float8 e4m3 value divided by its maximum (448): 253 sorted float32 values."""
-    raw = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+    raw = torch.arange(256, dtype=torch.uint8, device="cpu").view(torch.float8_e4m3fn).float()
     vals = torch.unique(raw[torch.isfinite(raw)])
     return vals / vals.abs().max()
 
