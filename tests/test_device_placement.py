@@ -59,12 +59,13 @@ def generators_need_a_device():
     """``torch.Generator()`` without ``device=`` raises inside (it would be a CPU generator)."""
     real = torch.Generator
 
-    def generator(device=None):
-        if device is None:
-            raise RuntimeError("torch.Generator() without device=: it would sample on the CPU")
-        return real(device)
+    class Generator(real):  # a class, so that ``torch.Generator | None`` in lazy imports works
+        def __new__(cls, device=None):
+            if device is None:
+                raise RuntimeError("torch.Generator() without device=: it would sample on the CPU")
+            return real(device)
 
-    torch.Generator = generator
+    torch.Generator = Generator
     try:
         yield
     finally:
