@@ -37,7 +37,9 @@ OFFLINE_FLAGS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
+# Session scope: pytest tears a module fixture down whenever the worker runs a test of another
+# module in between (xdist interleaves them), and a second build cost ten minutes of CI.
+@pytest.fixture(scope="session")
 def built_book():
     def build() -> subprocess.CompletedProcess:
         # One build at a time in this checkout: two pytest workers (or two test runs) building

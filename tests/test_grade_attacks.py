@@ -22,6 +22,7 @@ from labs.course.notebooks import REPO_ROOT, parse_lab, student_version
 from notebook_factory import attack_lab, cell, write, write_lab_and_key
 
 LAB = "lab99-attacks"
+pytestmark = pytest.mark.xdist_group("grade-attacks")  # one worker grades the class once
 ISOLATED = not isolation_available()
 
 PATCH_CHECKS = """import contextlib
@@ -141,7 +142,7 @@ except OSError as err:
     print("no network:", err)"""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not module: see test_book.built_book
 def server():
     """A TCP server outside the sandbox that hands out the answer to exercise 1."""
     srv = socket.socket()
@@ -178,7 +179,7 @@ def _with(nb, after: int, *sources: str):
     return nb
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def graded(tmp_path_factory, server):
     tmp = tmp_path_factory.mktemp("attacks")
     sol, key_path = write_lab_and_key(tmp / "solution", LAB, attack_lab())

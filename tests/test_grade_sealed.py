@@ -36,7 +36,10 @@ from notebook_factory import attack_lab, cell, write, write_lab_and_key
 
 LAB = "lab99-attacks"
 ISOLATED = not isolation_available()
-pytestmark = pytest.mark.skipif(not ISOLATED, reason=isolation_available() or "isolated")
+pytestmark = [
+    pytest.mark.skipif(not ISOLATED, reason=isolation_available() or "isolated"),
+    pytest.mark.xdist_group("grade-sealed"),  # one worker grades the class once
+]
 CHECKS_PY = REPO_ROOT / "labs" / "course" / "checks.py"
 
 # 1. write into the grader's code (its checkout and the kernel's own copy)
@@ -192,7 +195,7 @@ def _with(nb, after: int, *sources: str):
     return nb
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not module: see test_book.built_book
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sealed")
     sol, key = write_lab_and_key(tmp / "solution", LAB, attack_lab())

@@ -11,6 +11,7 @@ from conftest import script
 from notebook_factory import attack_lab, write, write_lab_and_key
 
 LAB = "lab99-attacks"
+pytestmark = pytest.mark.xdist_group("gradebook")  # one worker grades the class once
 
 
 def grade(*args, cwd):
@@ -20,7 +21,7 @@ def grade(*args, cwd):
     )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not module: see test_book.built_book
 def graded_class(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("class")
     _, key = write_lab_and_key(tmp / "instructor", LAB, attack_lab())

@@ -24,7 +24,7 @@ def _selected_labs(request, test_name: str) -> list:
     return [lab for lab in LABS if lab.name in names]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not module: see test_book.built_book
 def graded(request):
     """Every selected solution and student notebook, graded in one class run, two at a time.
 
