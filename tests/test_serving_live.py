@@ -16,6 +16,7 @@ import time
 import httpx
 import openai
 import pytest
+import torch
 
 from labs.serving import metrics
 from labs.serving.server import RedisProcess, ServiceProcess, redis_available
@@ -189,7 +190,12 @@ def test_bad_options_fail_fast_with_one_line(monkeypatch, capsys):
         (["--max-batch-size", "0"], "must be > 0"),
         (["--port", "70000"], "--port"),
         (["--checkpoint", "/nonexistent/m.safetensors"], "--checkpoint"),
+        (["--device", "meta"], '--device meta: use "cpu" or "cuda[:N]"'),
+        (["--device", "tpu"], "--device"),
+        (["--device", "cuda:x"], "--device"),
     ]
+    if not torch.cuda.is_available():
+        cases.append((["--device", "cuda"], "no CUDA device is available"))
     for extra, message in cases:
         with pytest.raises(SystemExit) as exit_info:
             cli.main(extra)

@@ -93,7 +93,26 @@ def parser() -> argparse.ArgumentParser:
     a("--docs", action="store_true", help="serve /docs and /openapi.json")
     a("--quiet", action="store_true", help="no access log")
     a("--threads", type=_positive(int), default=1, help="torch intra-op threads")
+    a("--device", default="cpu", help='where the model runs: "cpu", "cuda", "cuda:1", ...')
     return p
+
+
+def _device(name: str) -> torch.device:
+    """``--device``, checked before the model is loaded: a bad name or an absent GPU is an error."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"--device: {err}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: no CUDA device is available on this machine")
+        if (device.index or 0) >= torch.cuda.device_count():
+            raise ValueError(
+                f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+    elif device.type != "cpu":
+        raise ValueError(f'--device {name}: use "cpu" or "cuda[:N]"')
+    return device
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -114,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
             SharedLimit(args.shared_limit, args.storage_uri)
         if args.train_steps < 0:
             raise ValueError(f"--train-steps must be >= 0, got {args.train_steps}")
+        device = _device(args.device)
     except (ValueError, OSError) as err:
         p.error(str(err))
     torch.set_num_threads(args.threads)
@@ -124,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"--checkpoint: {err}")
     else:
         model = train_tiny(args.train_steps, block_size=args.context_length)
+    model = model.to(device)  # the engine builds its cache and inputs where the weights are
     engine = LLMEngine(model, max_batch=args.max_batch_size, max_waiting=args.max_queue)
     app = create_app(
         engine,
