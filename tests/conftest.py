@@ -22,6 +22,17 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+# The longest test modules, collected first: tools/test.sh runs each module whole on one
+# pytest-xdist worker (--dist loadscope) in collection order, so these start first, on both workers,
+# and the many short modules fill the time after them.
+FIRST = ("test_book.py", "test_lab_exercises.py", "test_grade_sealed.py", "test_wrong_answers.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    order = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(FIRST)))  # stable: else as found
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO

@@ -36,11 +36,15 @@ trap 'rm -f "$compat_log"; [ -n "$compat_pid" ] && kill "$compat_pid" 2>/dev/nul
 .venv/bin/ruff format --check .
 export PYTHONHASHSEED=0
 unset MPLBACKEND  # kernels must keep the inline matplotlib backend, or figures vanish from pages
-# Two workers (the machine's two cores); tests that share one expensive fixture (the book build,
-# the graded labs) carry an xdist_group mark and stay on one worker. PYTEST_WORKERS=0 runs serially.
+# Two workers (the machine's two cores). Each test module runs whole on one worker (loadscope), so
+# a module's expensive fixture (the book build, the graded labs) is made once; the longest modules
+# are collected first (tests/conftest.py) and start first. (loadgroup's xdist_group marks do not
+# group anything under pytest 9.2: the book was built, and the labs graded, twice per run.)
+# PYTEST_WORKERS=0 runs serially.
 status=0
 pytest_log=$(mktemp)
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@" | tee "$pytest_log" \
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder \
+  --durations=25 "$@" | tee "$pytest_log" \
   || status=$?
 if [ -n "$compat_pid" ]; then
   compat_status=0
