@@ -26,8 +26,6 @@ HTML = REPO / "_build" / "html"
 REMOTE = re.compile(r"^(https?:)?//")
 SPHINX_WARNING = re.compile(r"(^|: )(WARNING|ERROR|CRITICAL|SEVERE): ")
 ARTIFACTS = REPO / "_build" / "artifacts"
-# Everything here shares one book build (module fixture): keep it on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("book")
 OFFLINE_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -37,8 +35,9 @@ OFFLINE_FLAGS = [
 ]  # fmt: skip
 
 
-# Session scope: pytest tears a module fixture down whenever the worker runs a test of another
-# module in between (xdist interleaves them), and a second build cost ten minutes of CI.
+# Everything here shares one book build, made once per worker (session scope: pytest would tear a
+# module fixture down if a worker ran another module's tests in between); tools/test.sh runs each
+# test module whole on one worker.
 @pytest.fixture(scope="session")
 def built_book():
     def build() -> subprocess.CompletedProcess:

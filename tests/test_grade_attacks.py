@@ -22,7 +22,6 @@ from labs.course.notebooks import REPO_ROOT, parse_lab, student_version
 from notebook_factory import attack_lab, cell, write, write_lab_and_key
 
 LAB = "lab99-attacks"
-pytestmark = pytest.mark.xdist_group("grade-attacks")  # one worker grades the class once
 ISOLATED = not isolation_available()
 
 PATCH_CHECKS = """import contextlib

@@ -36,10 +36,7 @@ from notebook_factory import attack_lab, cell, write, write_lab_and_key
 
 LAB = "lab99-attacks"
 ISOLATED = not isolation_available()
-pytestmark = [
-    pytest.mark.skipif(not ISOLATED, reason=isolation_available() or "isolated"),
-    pytest.mark.xdist_group("grade-sealed"),  # one worker grades the class once
-]
+pytestmark = pytest.mark.skipif(not ISOLATED, reason=isolation_available() or "isolated")
 CHECKS_PY = REPO_ROOT / "labs" / "course" / "checks.py"
 
 # 1. write into the grader's code (its checkout and the kernel's own copy)

@@ -11,7 +11,6 @@ from conftest import script
 from notebook_factory import attack_lab, write, write_lab_and_key
 
 LAB = "lab99-attacks"
-pytestmark = pytest.mark.xdist_group("gradebook")  # one worker grades the class once
 
 
 def grade(*args, cwd):

@@ -39,8 +39,7 @@ def graded(request):
     return {r.notebook: r for r in grade_notebooks(paths, jobs=2)} if paths else {}
 
 
-# The module fixture grades every selected lab in one go: its tests share one pytest-xdist worker.
-@pytest.mark.xdist_group("graded-labs")
+# The fixture grades every selected lab in one go (tools/test.sh keeps a module on one worker).
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_solution_passes_every_exercise(lab, graded):
     result = graded[str(lab)]
@@ -55,7 +54,6 @@ def test_solution_passes_every_exercise(lab, graded):
     )
 
 
-@pytest.mark.xdist_group("graded-labs")
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_student_stub_fails_every_check_and_only_dependent_cells(lab, graded):
     student = STUDENT / lab.name
