@@ -162,18 +162,25 @@ def test_judge_compares_in_the_grader():
     assert v.status == "fail" and "(this submission: 2.5 < 1.0 does not hold)" in v.message, v
 
 
+def _grade_variant(tmp_path, name: str, cells: dict, extra_at: int, extra: str):
+    """Grade ``good_lab()`` with ``cells`` (index -> source) changed in the key and the submission
+    alike, and one cell ``extra`` the submission inserts before its cell ``extra_at``."""
+    nb, sub = good_lab(), good_lab()
+    for i, source in cells.items():
+        nb.cells[i].source = sub.cells[i].source = source
+    _, key = write_lab_and_key(tmp_path / "instructor", name, nb)
+    sub.cells.insert(extra_at, cell(extra))
+    (r,) = grade_notebooks([write(tmp_path / "s" / f"{name}.ipynb", sub)], key=key)
+    return r
+
+
 def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):
-    nb = good_lab()
-    nb.cells[5].source = (
+    needs = (
         "from labs.course.checks import exercise\n"
         'with exercise(2, "area", needs=["no_such_module_xyz"]) as check:\n'
         "    check.close(area, math.pi, 'area')"
     )
-    _, key = write_lab_and_key(tmp_path / "instructor", "lab97-needs", nb)
-    sub = good_lab()
-    sub.cells[5].source = nb.cells[5].source
-    sub.cells.insert(4, cell("import no_such_module_xyz"))  # would fail if it ran
-    (r,) = grade_notebooks([write(tmp_path / "s" / "lab97-needs.ipynb", sub)], key=key)
+    r = _grade_variant(tmp_path, "lab97-needs", {5: needs}, 4, "import no_such_module_xyz")
     e1, e2 = r.exercises
     assert (e1.outcome, e1.status) == ("PASS", "graded")
     assert (e2.outcome, e2.status) == ("N/A", "not applicable")
@@ -188,9 +195,7 @@ def test_an_exercise_whose_needs_are_missing_is_not_applicable(tmp_path):
 def test_check_inputs_from_the_global_generators_do_not_depend_on_earlier_draws(tmp_path):
     """An honest submission whose own code draws random numbers before a check that takes its
     inputs from torch's, numpy's and Python's global generators still gets the key's inputs."""
-    nb = good_lab()
-    nb.cells[1].source = "import math\nimport random\nimport numpy as np\nimport torch"
-    nb.cells[3].source = (
+    check = (
         "from labs.course.checks import exercise\n"
         "with exercise(1, 'double') as check:\n"
         "    x = torch.randn(3)\n"
@@ -200,12 +205,9 @@ def test_check_inputs_from_the_global_generators_do_not_depend_on_earlier_draws(
         "    z = random.random()\n"
         "    check.close(double(z), 2 * z, 'random input')"
     )
-    _, key = write_lab_and_key(tmp_path / "instructor", "lab96-seeded", nb)
-    sub = good_lab()
-    sub.cells[1].source = nb.cells[1].source
-    sub.cells[3].source = nb.cells[3].source
-    sub.cells.insert(3, cell("torch.randn(7), np.random.rand(5), random.random()  # its own"))
-    (r,) = grade_notebooks([write(tmp_path / "s" / "lab96-seeded.ipynb", sub)], key=key)
+    imports = "import math\nimport random\nimport numpy as np\nimport torch"
+    own_draws = "torch.randn(7), np.random.rand(5), random.random()  # its own"
+    r = _grade_variant(tmp_path, "lab96-seeded", {1: imports, 3: check}, 3, own_draws)
     assert [e.outcome for e in r.exercises] == ["PASS", "PASS"], [e.error for e in r.exercises]
 
 
