@@ -50,8 +50,8 @@ def test_initial_index_and_labels():
         ({}, "at least one control"),
         ({"a": []}, "have no options"),
         (
-            {"a": [(str(i), i) for i in range(30)], "b": [(str(i), i) for i in range(30)]},
-            "at most 600",
+            {"a": [(str(i), i) for i in range(20)], "b": [(str(i), i) for i in range(11)]},
+            "at most 200",
         ),
     ],
 )
@@ -90,3 +90,14 @@ def test_without_stack_the_kernel_switches_boxes(version, monkeypatch):
     assert shown(outer) == "2y"
     b.index = 0
     assert shown(outer) == "2x"
+
+
+def test_a_full_explorer_stays_under_a_thousand_widget_models():
+    """Every model is one message through the kernel's output channel when the page is built
+    (ZeroMQ's default high-water mark is 1,000); lab 4's explorer lost some above 2,000."""
+    import ipywidgets.widgets.widget as ww
+
+    before = set(ww._instances)
+    controls = {"a": [(str(i), i) for i in range(8)], "b": [(str(i), i) for i in range(25)]}
+    explorer(controls, lambda a, b: f"{a}, {b}")
+    assert len(set(ww._instances) - before) < 800

@@ -5,8 +5,8 @@ Usage: ``.venv/bin/python tools/compat.py [--profile lowest|colab ...] [--labs l
 (``tools/test.sh`` runs it beside pytest; ``--jobs`` notebooks run at once, default 2).
 
 For each profile it builds a virtual environment outside the repository (``$DLSYS_COMPAT_DIR``,
-default ``/tmp/dlsys-compat-<hash of the checkout's path>``), installs the ``labs`` wheel built
-from this checkout, and then:
+default ``/tmp/dlsys-compat-<hash of the checkout's path>``, kept for the next run, removed at the
+end under ``CI=true``), installs the ``labs`` wheel built from this checkout, and then:
 
 * runs every lab's solution notebook top to bottom, each copied alone into an empty folder (so
   nothing of the repository can be read), and requires every exercise to print ``PASS`` or, for
@@ -368,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(failures)} failure(s); {len(labs)} labs and the emulator tests on "
         f"{', '.join(profiles)} in {time.perf_counter() - t0:.0f} s"
     )
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes") and not os.environ.get(
+        "DLSYS_COMPAT_DIR"
+    ):  # a CI clone is used once: its environments (about 10 GB with torch's CUDA wheel) go too
+        shutil.rmtree(work, ignore_errors=True)
+        log(f"removed {work} (CI)")
     return 1 if failures else 0
 
 

@@ -88,7 +88,7 @@ def explorer(
         A ``VBox`` of the controls above the output; display it as the cell's last expression.
 
     Raises:
-        ValueError: no controls, an empty option list, or more than 600 combinations.
+        ValueError: no controls, an empty option list, or more than 200 combinations.
     """
     if not controls:
         raise ValueError("explorer: give at least one control")
@@ -100,9 +100,9 @@ def explorer(
     total = 1
     for s in sizes:
         total *= s
-    if total > 600:
+    if total > 200:  # about 4 widget models each; past ~1,000 a loaded machine may drop some
         raise ValueError(
-            f"explorer: {total} combinations would be stored in the page; keep it at most 600 "
+            f"explorer: {total} combinations would be stored in the page; keep it at most 200 "
             "(fewer options per control)"
         )
     kinds = kinds or {}
@@ -111,13 +111,17 @@ def explorer(
     stack_class = _STACK or _KernelStack
     link = widgets.jslink if _STACK else widgets.link  # ipywidgets 7: linked in the kernel
     stacks_per_level: list[list[widgets.Box]] = [[] for _ in names]
+    # With a real Stack, one layout serves every view and stack: each layout is a widget model,
+    # and all of a page's models pass through the kernel's output channel at once (fewer models,
+    # fewer messages to lose on a loaded machine). ipywidgets 7 hides children by their layouts.
+    shared = {"layout": widgets.Layout()} if _STACK else {}
 
     def build(level: int, chosen: tuple[int, ...]) -> widgets.Widget:
         if level == len(names):
             kw = {n: controls[n][i][1] for n, i in zip(names, chosen)}
-            return widgets.HTML(render(**kw))
+            return widgets.HTML(render(**kw), **shared)
         children = [build(level + 1, chosen + (i,)) for i in range(sizes[level])]
-        stack = stack_class(children=children, selected_index=0)
+        stack = stack_class(children=children, selected_index=0, **shared)
         stacks_per_level[level].append(stack)
         return stack
 
