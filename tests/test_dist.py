@@ -489,7 +489,7 @@ def test_ranks_sleep_pinned_where_it_pays(monkeypatch):
     everywhere = os.sched_getaffinity(0)
     home = [{min(everywhere)}] * 2
     sizes = {"small": 2, "short parts": 1 << 18, "long parts": 1 << 21}  # 8 B, 1 MiB, 8 MiB
-    seen, tids, asleep = [], {}, {k: [] for k in sizes}
+    seen, tids, asleep, expect = [], {}, {k: [] for k in sizes}, {}
 
     def prog():
         r = dist.get_rank()
@@ -499,38 +499,52 @@ def test_ranks_sleep_pinned_where_it_pays(monkeypatch):
             for _ in range(3):
                 if r == 0:
                     time.sleep(0.02)  # the others are asleep in the all_reduce meanwhile
-                    asleep[size].append([os.sched_getaffinity(tids[k]) for k in (1, 2)])
+                    # ... or, on a loaded machine, on their way there: give them up to 2 s
+                    deadline = time.monotonic() + 2.0
+                    while True:
+                        masks = [os.sched_getaffinity(tids[k]) for k in (1, 2)]
+                        if masks == expect[size] or time.monotonic() > deadline:
+                            break
+                        time.sleep(0.005)
+                    asleep[size].append(masks)
                 dist.all_reduce(torch.zeros(n))
                 seen.append(os.sched_getaffinity(0))
         return os.sched_getscheduler(0)
 
-    def run(per_rank_rng=True):
+    def run(per_rank_rng=True, **expected):
         seen.clear()
         for v in asleep.values():
             v.clear()
+        expect.clear()
+        expect.update({k.replace("_", " "): v for k, v in expected.items()})
         return dist.launch(prog, 3, per_rank_rng=per_rank_rng)
 
     # ranks taking turns (per-rank random state, the default) hand the turn over on one CPU
-    assert run() == [os.SCHED_BATCH] * 3
+    everywhere2 = [everywhere] * 2
+    assert run(small=home, short_parts=home, long_parts=everywhere2) == [os.SCHED_BATCH] * 3
     assert all(masks == home for masks in asleep["small"]), asleep
     assert all(masks == home for masks in asleep["short parts"]), asleep
     assert all(masks == [everywhere] * 2 for masks in asleep["long parts"]), asleep
     assert all(mask == everywhere for mask in seen)
     assert os.sched_getaffinity(0) == everywhere  # the caller is untouched
 
-    assert run(per_rank_rng=False) == [os.SCHED_BATCH] * 3  # ranks side by side
+    side_by_side = run(False, small=everywhere2, short_parts=home, long_parts=everywhere2)
+    assert side_by_side == [os.SCHED_BATCH] * 3  # ranks side by side
     assert all(masks == [everywhere] * 2 for masks in asleep["small"]), asleep
     assert all(masks == home for masks in asleep["short parts"]), asleep
     assert all(masks == [everywhere] * 2 for masks in asleep["long parts"]), asleep
     assert all(mask == everywhere for mask in seen)
 
     monkeypatch.setattr(World, "pin_all", True)
-    run()
+    run(small=home, short_parts=home, long_parts=home)
     assert all(masks == home for v in asleep.values() for masks in v), asleep
     assert all(mask == everywhere for mask in seen)
 
     monkeypatch.setenv("LABS_DIST_PIN", "0")
-    assert run() == [os.SCHED_OTHER] * 3
+    assert (
+        run(small=everywhere2, short_parts=everywhere2, long_parts=everywhere2)
+        == [os.SCHED_OTHER] * 3
+    )
     assert all(masks == [everywhere] * 2 for v in asleep.values() for masks in v), asleep
 
 
