@@ -111,7 +111,7 @@ def test_int8_matmul(dev):
     x = torch.randn(64, 512, device=dev)
     lin = torch.nn.Linear(512, 256).to(dev)
     got = int8.Int8Linear(lin)(x)
-    assert got.device.type == "cuda"
+    assert got.device == x.device
     assert _rel(got, lin(x)) < 2e-2
 
 
