@@ -47,7 +47,8 @@ Part VIII, Chapters 12-18 -- :mod:`labs.parallel`
     Ch. 14 and 18); ``tensor_parallel`` (Ch. 15); ``zero`` (package: ``formulas``, ``state``,
     ``trainer``) and ``fsdp`` (package: ``setup``, ``fsdp2``, ``runs``, the program ``train``; Ch. 16);
     ``parallel3d`` (Ch. 17); ``act_memory``, ``sequence_parallel``, ``ring_attention``,
-    ``ulysses``, ``moe``, ``mesh``, ``mesh_train`` (Ch. 17b).
+    ``ulysses``, ``moe``, ``mesh``, ``mesh_train`` (Ch. 17b); ``on_gpus`` runs a torchrun program
+    on this machine's GPUs with NCCL (labs 13-16).
 Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
     ``pruning``, ``quantize``, ``outliers`` (LLM.int8(), SmoothQuant, AWQ), ``int8`` (integer
     matmul), ``int4_gpu`` (int4 weight-only on NVIDIA GPUs), ``distill``, ``lowrank``,

@@ -206,3 +206,12 @@ def test_int4_groups_match_pytorchs_tinygemm_convention():
     assert ((got - want).norm() / want.norm()) < 1e-2
     with pytest.raises(ValueError, match="runs on CUDA"):
         int4_gpu.Int4WeightOnlyLinear(torch.nn.Linear(256, 16))
+
+
+def test_torchrun_on_gpus_skips_with_one_line_without_cuda(monkeypatch):
+    from labs.parallel import on_gpus
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    line = on_gpus.torchrun_on_gpus("labs.parallel.ddp_torchrun")
+    assert line.startswith("Skipped: labs.parallel.ddp_torchrun under torchrun with NCCL: NCCL")
+    assert "\n" not in line

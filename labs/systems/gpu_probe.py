@@ -30,17 +30,38 @@ from labs.basics import device as labs_device
 from labs.basics import flops
 from labs.systems.gpu_memory import SMLimits, occupancy
 
-__all__ = ["sm_limits", "copy_sweep", "l2_step", "matmul_peaks", "copy_kernel_occupancy"]
+__all__ = [
+    "DATASHEET_HBM",
+    "datasheet_bandwidth",
+    "sm_limits",
+    "copy_sweep",
+    "l2_step",
+    "matmul_peaks",
+    "copy_kernel_occupancy",
+]
+
+#: HBM bandwidth (byte/s) from NVIDIA's A100 and H100 data sheets (Chapter 8's table), by the
+#: name ``torch.cuda.get_device_name`` reports
+DATASHEET_HBM = {
+    "A100-SXM4-40GB": 1.555e12,
+    "A100-SXM4-80GB": 2.039e12,
+    "H100 80GB HBM3": 3.35e12,  # the SXM card
+}
 
 
-def sm_limits(dev: torch.device | str, props=None) -> SMLimits:
-    """Per-SM limits of the CUDA device ``dev`` (``props``: its properties, for tests).
+def datasheet_bandwidth(name: str) -> float | None:
+    """The data-sheet HBM bandwidth of the GPU called ``name``; ``None`` if not in the table."""
+    return next((bw for key, bw in DATASHEET_HBM.items() if key in name), None)
+
+
+def sm_limits(device: torch.device | str, props=None) -> SMLimits:
+    """Per-SM limits of the CUDA ``device`` (``props``: its properties, for tests).
 
     Threads, registers and shared memory per SM come from the driver; the register allocation
     unit (256) and the limit on resident blocks per SM (16 on sm75 and sm86, 24 on sm89, 32 on
     sm80 and sm90) are those of NVIDIA's occupancy calculator.
     """
-    p = torch.cuda.get_device_properties(dev) if props is None else props
+    p = torch.cuda.get_device_properties(device) if props is None else props
     blocks = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24}.get((p.major, p.minor), 32)
     warp = getattr(p, "warp_size", 32)
     return SMLimits(
@@ -54,19 +75,24 @@ def sm_limits(dev: torch.device | str, props=None) -> SMLimits:
     )
 
 
+def _random(n: int, dev: torch.device | str) -> torch.Tensor:
+    """``n`` seeded uniform float32 numbers made on ``dev`` itself (GiBs are slow to send)."""
+    return torch.rand(n, device=dev, generator=torch.Generator(dev).manual_seed(0))
+
+
 def copy_sweep(
-    sizes: Sequence[int], dev: torch.device | str, repeats: int = 5, burst_bytes: int = 2**28
+    sizes: Sequence[int], device: torch.device | str, repeats: int = 5, burst_bytes: int = 2**28
 ) -> list[float]:
     """Copy bandwidth in byte/s of ``dst.copy_(src)`` for each size (bytes per tensor).
 
     Each timed call is a burst of copies that together move about ``burst_bytes``, so a copy of
     a few KiB is not lost in the launch overhead; the best of ``repeats`` bursts counts (timed by
-    :func:`labs.basics.flops.time_once` on ``dev``: CUDA events on a GPU). A copy moves twice its
+    :func:`labs.basics.flops.time_once` on ``device``: CUDA events on a GPU). A copy moves twice its
     size (read + write).
     """
     out = []
     for nbytes in sizes:
-        src = torch.rand(max(1, nbytes // 4), generator=torch.Generator().manual_seed(0)).to(dev)
+        src = _random(max(1, nbytes // 4), device)
         dst = torch.empty_like(src)
         calls = max(1, burst_bytes // (2 * src.nbytes))
 
@@ -75,7 +101,7 @@ def copy_sweep(
                 dst.copy_(src)
 
         burst()  # warm-up
-        best = min(flops.time_once(burst, dev) for _ in range(repeats))
+        best = min(flops.time_once(burst, device) for _ in range(repeats))
         out.append(2 * src.nbytes * calls / best)
     return out
 
@@ -107,7 +133,7 @@ def _tf32(allow: bool) -> Iterator[None]:
 
 
 def matmul_peaks(
-    dev: torch.device | str, sizes: Sequence[int] = (2048, 4096, 8192), repeats: int = 5
+    device: torch.device | str, sizes: Sequence[int] = (2048, 4096, 8192), repeats: int = 5
 ) -> dict[str, float | str]:
     """Best achieved FLOP/s of square products per format: ``{format: FLOP/s or reason}``.
 
@@ -115,7 +141,7 @@ def matmul_peaks(
     cores, sm80+), ``"bfloat16"`` and ``"float16"`` (tensor cores). A format the device lacks
     maps to the reason (:mod:`labs.basics.device`), never to a number.
     """
-    dev = torch.device(dev)
+    dev = torch.device(device)
     plan = {
         "float32": (torch.float32, False, None),
         "tf32": (torch.float32, True, labs_device.tf32(dev)),
@@ -167,13 +193,13 @@ def grid_copy(src: torch.Tensor, dst: torch.Tensor, blocks: int, block: int = 10
 
 
 def copy_kernel_occupancy(
-    dev: torch.device | str,
+    device: torch.device | str,
     nbytes: int = 2**30,
     block: int = 1024,
     num_warps: int = 4,
     blocks_per_sm: Sequence[float] = (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8, 16),
 ) -> dict:
-    """Occupancy and bandwidth of the grid-stride Triton copy on the CUDA device ``dev``.
+    """Occupancy and bandwidth of the grid-stride Triton copy on the CUDA ``device``.
 
     Returns ``{"registers", "shared_bytes", "warps_per_block", "occupancy", "resident_blocks",
     "sms", "blocks": [...], "bandwidth": [...]}``: the compiler's registers per thread and shared
@@ -181,12 +207,12 @@ def copy_kernel_occupancy(
     copy bandwidth (byte/s, CUDA events) for each grid size ``round(f * SMs)``. The bandwidth
     rises with the grid until every SM holds enough warps to hide the memory latency.
     """
-    if reason := labs_device.triton_gpu(dev):
+    if reason := labs_device.triton_gpu(device):
         raise RuntimeError(f"copy_kernel_occupancy: {reason}")
-    dev = torch.device(dev)
+    dev = torch.device(device)
     limits = sm_limits(dev)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    src = torch.rand(nbytes // 4, generator=torch.Generator().manual_seed(0)).to(dev)
+    src = _random(nbytes // 4, dev)
     dst = torch.empty_like(src)
     compiled = grid_copy(src, dst, sms, block, num_warps)
     regs, shared = compiled.n_regs, compiled.metadata.shared
