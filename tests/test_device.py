@@ -215,3 +215,36 @@ def test_torchrun_on_gpus_skips_with_one_line_without_cuda(monkeypatch):
     line = on_gpus.torchrun_on_gpus("labs.parallel.ddp_torchrun")
     assert line.startswith("Skipped: labs.parallel.ddp_torchrun under torchrun with NCCL: NCCL")
     assert "\n" not in line
+
+
+@pytest.mark.parametrize("even_in_high", [True, False])
+def test_int4_packing_finds_the_kernels_nibble_order(monkeypatch, even_in_high):
+    """The packed weight is checked by the kernel itself, in either nibble order (fake kernels
+    on the CPU that unpack one way or the other, compute (q - 8) * scale + zero)."""
+    from labs.compress.int4_gpu import _pack_checked
+
+    def convert(packed, inner_k_tiles):
+        return packed.clone()
+
+    def mm(x, packed, group_size, sz):
+        hi, lo = (packed >> 4).int(), (packed & 15).int()
+        even, odd = (hi, lo) if even_in_high else (lo, hi)
+        codes = torch.stack([even, odd], dim=-1).reshape(packed.shape[0], -1)
+        w = int4_gpu.dequantize_groups(
+            codes, sz[..., 0].T.float(), sz[..., 1].T.float(), group_size
+        )
+        return (x.float() @ w.T).to(x.dtype)
+
+    monkeypatch.setattr(torch, "_convert_weight_to_int4pack", convert)
+    monkeypatch.setattr(torch, "_weight_int4pack_mm", mm)
+    w = torch.randn(8, 64, generator=torch.Generator().manual_seed(1))
+    codes, scales, zeros = int4_gpu.quantize_groups(w, 32)
+    sz = torch.stack([scales, zeros], -1).transpose(0, 1).contiguous().bfloat16()
+    packed = _pack_checked(codes, sz, 32, 2)
+    first = packed[:, 0] >> 4 if even_in_high else packed[:, 0] & 15
+    assert torch.equal(first, codes[:, 0])
+    monkeypatch.setattr(
+        torch, "_weight_int4pack_mm", lambda x, p, g, s: x.new_zeros(x.shape[0], p.shape[0])
+    )
+    with pytest.raises(RuntimeError, match="either nibble order"):
+        _pack_checked(codes, sz, 32, 2)

@@ -178,3 +178,29 @@ def test_new_layers_keep_the_dtype(compress):
     dtypes = {p.dtype for p in out.parameters()}
     assert dtypes == {torch.float64}, f"the compressed float64 model holds {dtypes}"
     assert out(IDS).dtype == torch.float64
+
+
+def test_wanda_awq_int4_int8_sharing_and_distillation(model):
+    """The rest of the compression code: Wanda, AWQ's search, int4 and int8 layers, shared
+    blocks, perplexity and a distillation step all build their tensors where the weights are."""
+    import itertools
+
+    from labs.compress import awq, distill, int4, int8, sharing, wanda
+
+    two = gpt.GPT(gpt.GPTConfig(block_size=16, n_layer=2, n_head=2, n_embd=32, seed=0)).to(CPU)
+    up = model.blocks[0].mlp.up_proj
+    x = torch.randn(5, 32, generator=torch.Generator(CPU).manual_seed(0), device=CPU)
+    same_on_meta(lambda: on_cpu(wanda.wanda_model(model, IDS, 0.5, 2, 4)[0]))
+    same_on_meta(lambda: on_cpu(awq.awq_model(model, IDS, 4, 8)[0]))
+    same_on_meta(lambda: on_cpu(int4.to_int4(model, 8)))
+    same_on_meta(lambda: as_list(int8.Int8Linear(up)(x)))
+    same_on_meta(lambda: as_list(int8.int8_linear(x, up.weight.detach())))
+    same_on_meta(lambda: on_cpu(sharing.share_blocks(two.eval())))
+    same_on_meta(lambda: measure.perplexity(model, IDS.reshape(-1), window=8))
+
+    def distill_two_steps():
+        torch.manual_seed(0)
+        batches = itertools.repeat((IDS[:, :-1], IDS[:, 1:]))
+        return distill.distill(copy.deepcopy(model), model, batches, 2)
+
+    same_on_meta(distill_two_steps)

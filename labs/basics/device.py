@@ -110,7 +110,8 @@ def describe(dev: torch.device | str | None = None) -> str:
             f"{p.total_memory / 2**30:.1f} GiB)"
         )
     if dev.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        return f"cpu ({n} thread{'' if n == 1 else 's'})"
     return str(dev)
 
 

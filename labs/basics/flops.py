@@ -140,12 +140,13 @@ def measure_matmul(
 ) -> MatmulTiming:
     """Time an ``(n x n) @ (n x n)`` product of random matrices and report the achieved FLOP/s.
 
-    The matrices are drawn on the CPU (the same numbers on every device) and moved to
-    ``device``; on a GPU the products are timed with CUDA events (:func:`time_once`).
+    The matrices are drawn from a generator seeded with ``seed`` on the device itself (a GPU's
+    large matrices are slow to draw on the CPU and send); on a GPU the products are timed with
+    CUDA events (:func:`time_once`).
     """
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
-    b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(n, n, generator=gen, device=device).to(dtype=dtype)
+    b = torch.randn(n, n, generator=gen, device=device).to(dtype=dtype)
 
     # Repeat small products inside one timed call so the timer's resolution does not dominate.
     inner = max(1, int(2e7 // max(1, 2 * n**3)))

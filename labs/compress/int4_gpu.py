@@ -50,6 +50,28 @@ def dequantize_groups(codes, scales, zeros, group_size: int = 128) -> torch.Tens
     return (g * scales[..., None] + zeros[..., None]).reshape(codes.shape)
 
 
+def _pack_checked(codes, sz, group_size: int, inner_k_tiles: int) -> torch.Tensor:
+    """Codes (out, in) packed for the kernel, two per byte, verified by the kernel itself.
+
+    torchao's layout puts the even input channel in the high nibble; the order has differed
+    between backends, so the packed weight is multiplied by the identity and compared with
+    :func:`dequantize_groups` (one small product at construction), and the other order is tried
+    if the first does not reproduce the weight.
+    """
+    want = dequantize_groups(codes, sz[..., 0].T.float(), sz[..., 1].T.float(), group_size)
+    eye = torch.eye(codes.shape[1], device=codes.device, dtype=torch.bfloat16)
+    for hi, lo in ((0, 1), (1, 0)):
+        packed = (codes[:, hi::2] << 4 | codes[:, lo::2]).contiguous()
+        packed = torch._convert_weight_to_int4pack(packed, inner_k_tiles)
+        got = torch._weight_int4pack_mm(eye, packed, group_size, sz).float().T  # (out, in)
+        if torch.allclose(got, want, rtol=1e-2, atol=1e-2 * float(want.abs().max())):
+            return packed
+    raise RuntimeError(
+        "Int4WeightOnlyLinear: torch._weight_int4pack_mm does not reproduce the quantized weight "
+        f"in either nibble order (torch {torch.__version__}): its packing has changed"
+    )
+
+
 class Int4WeightOnlyLinear(nn.Module):
     """``nn.Linear`` with int4 weights on a CUDA GPU (tinygemm); inputs run in bf16.
 
@@ -77,11 +99,10 @@ class Int4WeightOnlyLinear(nn.Module):
                 f"out_features by 8, got ({out_f}, {in_f})"
             )
         codes, scales, zeros = quantize_groups(w, group_size)
-        # two codes per byte, the even input channel in the high nibble (torchao's layout)
-        packed = (codes[:, ::2] << 4 | codes[:, 1::2]).contiguous()
-        self.register_buffer("packed", torch._convert_weight_to_int4pack(packed, inner_k_tiles))
         sz = torch.stack([scales, zeros], dim=-1).transpose(0, 1).contiguous()  # (groups, out, 2)
-        self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16))
+        sz = sz.to(torch.bfloat16)
+        self.register_buffer("scales_and_zeros", sz)
+        self.register_buffer("packed", _pack_checked(codes, sz, group_size, inner_k_tiles))
         bias = None if linear.bias is None else linear.bias.detach().to(torch.bfloat16)
         self.register_buffer("bias", bias)
         self.group_size, self.in_features, self.out_features = group_size, in_f, out_f

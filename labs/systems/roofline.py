@@ -65,8 +65,8 @@ def stream_bandwidth(
     """
     if n_bytes < 4:
         raise ValueError(f"stream_bandwidth: n_bytes must be at least 4, got {n_bytes}")
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.rand(n_bytes // 4, generator=gen).to(device)
+    gen = torch.Generator(device).manual_seed(seed)
+    src = torch.rand(n_bytes // 4, generator=gen, device=device)
     dst = torch.empty_like(src)
     seconds = flops.time_fn(lambda: dst.copy_(src), warmup=1, repeats=repeats, device=device)
     return 2 * src.numel() * 4 / seconds

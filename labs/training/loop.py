@@ -12,6 +12,7 @@ with a ``loss_fn``::
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator
 
@@ -78,7 +79,7 @@ def train(
         x, y = (t.to(device) for t in next(it))  # batches are built on the CPU
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
-        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+        with torch.autocast(device.type, autocast) if autocast else contextlib.nullcontext():
             loss = loss_fn(model, x, y)
         optimizer.zero_grad(set_to_none=True)
         if scaler is None:
