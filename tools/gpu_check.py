@@ -8,7 +8,7 @@ Usage (from the repository root; ``bash tools/gpu-check.sh`` picks the interpret
 
 Each page runs in its own kernel through ``tools/run_page.py`` (several at once: ``--jobs``),
 with the GPU visible and ``LABS_DEVICE`` unset, so every measuring cell picks CUDA through
-``labs.device()``. The GPU tests (``tests/test_gpu*.py``, marked ``gpu``, and the device-adaptive
+``labs.device()``; the pages whose guards compare GPU timings (:data:`ALONE`) run last, alone. The GPU tests (``tests/test_gpu*.py``, marked ``gpu``, and the device-adaptive
 Triton attention tests) run in one pytest process beside the pages. The report goes to ``--out``
 (default ``gpu-check/``): ``report.json`` and ``report.md`` with the device, the driver, torch,
 CUDA and Triton versions, and PASS/FAIL with seconds for each page and each test.
@@ -39,9 +39,11 @@ CHAPTERS = sorted((ROOT / "book" / "chapters").glob("*.md"))
 LABS = sorted((ROOT / "book" / "labs").glob("*.ipynb"))
 #: pages with GPU sections or measuring cells a GPU changes: what --quick runs
 QUICK = (
-    "ch02", "ch04", "ch08", "ch09", "ch10", "ch11", "ch13", "ch16", "ch21", "ch22",
-    "lab02", "lab04", "lab09", "lab10", "lab11", "lab13",
+    "ch02", "ch04", "ch06", "ch08", "ch09", "ch10", "ch11", "ch21", "ch22",
+    "lab02", "lab04", "lab09", "lab11", "lab13", "lab16", "lab21",
 )  # fmt: skip
+#: pages whose guards compare timings on the GPU: run one at a time, after the others
+ALONE = ("ch08", "ch09", "ch11")
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_gpu_runners.py", "tests/test_triton_attention.py"]
 PUBLISHED = ROOT / "book" / "appendix" / "gpu-report.md"
 
@@ -241,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         mode = "quick" if args.quick else "full"
         print(f"gpu-check ({mode}): {len(pages)} pages, {args.jobs} at a time")
         for p in pages:
-            print(f"  page  {rel(p)}")
+            alone = p.name.split("-")[0] in ALONE
+            print(f"  page  {'(alone, last) ' if alone else ''}{rel(p)}")
         for f in tests:
             print(f"  tests {f}")
         return 0
@@ -253,16 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 2
     with tempfile.TemporaryDirectory() as tmp:
         env = kernel_env(Path(tmp), max(1, cores // max(1, args.jobs + bool(tests))))
+        alone = [p for p in pages if p.name.split("-")[0] in ALONE]
+        shared = [p for p in pages if p not in alone]
+        page_results = []
+
+        def report_page(r: dict) -> None:
+            page_results.append(r)
+            print(f"{r['status']}  {r['seconds']:6.1f} s  {r['page']}", flush=True)
+
         with cf.ThreadPoolExecutor(max_workers=args.jobs + 1) as pool:
             xml = Path(tmp) / "tests.xml"
             test_job = pool.submit(run_tests, env, xml, 600) if tests else None
-            jobs = {pool.submit(run_page, p, env, args.timeout): p for p in pages}
-            page_results = []
+            jobs = [pool.submit(run_page, p, env, args.timeout) for p in shared]
             for fut in cf.as_completed(jobs):
-                r = fut.result()
-                page_results.append(r)
-                print(f"{r['status']}  {r['seconds']:6.1f} s  {r['page']}", flush=True)
+                report_page(fut.result())
             test_results = test_job.result() if test_job else []
+        for p in alone:  # their guards compare GPU timings: nothing else on the GPU meanwhile
+            report_page(run_page(p, env, args.timeout))
     order = {rel(p): i for i, p in enumerate(pages)}
     page_results.sort(key=lambda r: order.get(r["page"], 0))
     report = {
