@@ -5,7 +5,7 @@
 # Usage: bash tools/gpu-check.sh [--quick] [--list] [--jobs N] [--out DIR] [--publish]
 #   --quick    only the pages with GPU sections (and all GPU tests)
 #   --list     print what would run, run nothing (works without a GPU)
-#   --publish  also copy the report to book/appendix/gpu-report.md (the appendix shows it)
+#   --publish  also copy the report to book/appendix/gpu-report.txt (the appendix shows it)
 # The interpreter: $PYTHON if set, else .venv/bin/python when its torch sees CUDA, else python3.
 # It needs a CUDA build of torch, triton, and the packages of `pip install -e ".[book,test]"`;
 # the repository is put on PYTHONPATH, so an installed `labs` is not required.

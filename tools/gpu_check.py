@@ -12,7 +12,7 @@ with the GPU visible and ``LABS_DEVICE`` unset, so every measuring cell picks CU
 Triton attention tests) run in one pytest process beside the pages. The report goes to ``--out``
 (default ``gpu-check/``): ``report.json`` and ``report.md`` with the device, the driver, torch,
 CUDA and Triton versions, and PASS/FAIL with seconds for each page and each test.
-``--publish`` also copies ``report.md`` to ``book/appendix/gpu-report.md``, which the appendix
+``--publish`` also copies ``report.md`` to ``book/appendix/gpu-report.txt``, which the appendix
 ("Verified on a GPU") shows. Without CUDA it says so in one line and exits 0.
 Exit status: 0 when everything passed (or there is no GPU), 1 otherwise.
 """
@@ -45,7 +45,7 @@ QUICK = (
 #: pages whose guards compare timings on the GPU: run one at a time, after the others
 ALONE = ("ch08", "ch09", "ch11")
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_gpu_runners.py", "tests/test_triton_attention.py"]
-PUBLISHED = ROOT / "book" / "appendix" / "gpu-report.md"
+PUBLISHED = ROOT / "book" / "appendix" / "gpu-report.txt"  # MyST, included by the appendix
 
 
 def rel(path: Path) -> str:
@@ -206,7 +206,8 @@ def markdown(report: dict) -> str:
     lines += [f"| `{r['page']}` | {r['status']} | {r['seconds']:.1f} |" for r in pages]
     lines += ["", "| GPU test | result | seconds |", "|---|---|---|"]
     for r in tests:
-        note = f" ({r['message'][:80]})" if r["status"] != "PASS" and r.get("message") else ""
+        message = r.get("message", "").replace("|", "\\|").replace("\n", " ")[:80]
+        note = f" ({message})" if r["status"] != "PASS" and message else ""
         lines.append(f"| `{r['test']}` | {r['status']}{note} | {r['seconds']:.1f} |")
     return "\n".join(lines).replace("\r", "") + "\n"
 
