@@ -204,3 +204,22 @@ def test_wanda_awq_int4_int8_sharing_and_distillation(model):
         return distill.distill(copy.deepcopy(model), model, batches, 2)
 
     same_on_meta(distill_two_steps)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_forward_and_backward(causal):
+    from labs.attention import flash
+
+    gen = torch.Generator(CPU).manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 37, 16, generator=gen, device=CPU) for _ in range(3))
+    same_on_meta(
+        lambda: as_list(flash.flash_attention(q, k, v, causal=causal, block_q=8, block_k=16))
+    )
+    same_on_meta(lambda: as_list(flash.naive_attention(q, k, v, causal=causal)))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+
+    def backward():
+        o = flash.flash_attention(*leaves, causal=causal, block_q=8, block_k=16)
+        return [as_list(g) for g in torch.autograd.grad(o.sum(), leaves)]
+
+    same_on_meta(backward)
