@@ -176,3 +176,10 @@ def test_torchrun_backend_with_fewer_gpus_than_processes(monkeypatch):
     assert dist.torchrun_backend() == "gloo"
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     assert dist.torchrun_backend() == "nccl"
+
+
+def test_more_processes_than_gpus_run_on_gloo():
+    """torchrun_backend: with one process more than there are GPUs, every rank takes gloo."""
+    n = torch.cuda.device_count() + 1
+    out = _torchrun(n, "labs.parallel.ddp_torchrun")
+    assert f"{n} processes, gloo" in out and "False" not in out, out
