@@ -92,9 +92,10 @@ def test_triton_attention_against_sdpa(dev, dtype, causal):
     gen = torch.Generator(device=dev).manual_seed(0)
     q, k, v = (torch.randn(2, 4, 256, 64, device=dev, generator=gen, dtype=dtype).requires_grad_()
                for _ in range(3))  # fmt: skip
-    ref = _reference(q, k, v, causal)
+    leaves64 = [t.detach().double().requires_grad_() for t in (q, k, v)]  # exact reference
+    ref = _reference(*leaves64, causal)
     grad = torch.randn(ref.shape, device=dev, generator=gen, dtype=torch.float64)
-    want = torch.autograd.grad(ref, (q, k, v), grad)
+    want = torch.autograd.grad(ref, leaves64, grad)
     ours = triton_attention(q, k, v, causal=causal)
     sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert ours.dtype == dtype
