@@ -8,7 +8,9 @@ else lives in one subpackage per part; import the module you need, e.g.
 
 Part I, Chapters 1-2 -- :mod:`labs.basics`
     ``memory`` bytes to serve and train a model, KV cache, GPUs needed; ``flops`` counting and
-    timing matrix products; ``widgets`` interactive widgets that work in the static book.
+    timing matrix products (``time_fn``, the one timer: CUDA events on a GPU); ``device`` the one
+    device convention (``labs.device()``: ``LABS_DEVICE``, else CUDA, else the CPU) with its
+    capability queries; ``widgets`` interactive widgets that work in the static book.
 Part II, Chapter 3 -- :mod:`labs.data_eng`
     ``metrics`` BLEU, ROUGE, perplexity; ``passk`` pass@k and a sandboxed candidate runner;
     ``spectrum`` weight spectra; ``cleaning``, ``minhash`` (MinHash + LSH), ``bpe`` (byte-level
@@ -16,7 +18,7 @@ Part II, Chapter 3 -- :mod:`labs.data_eng`
 Part III, Chapter 4 -- :mod:`labs.training`
     ``loop`` the one training loop (the tiny GPT by default); ``activations`` activation memory,
     checkpointing, loss scaling; ``checkpoint`` crash-safe checkpoints and ``commit`` their atomic
-    commit.
+    commit; ``mixed`` autocast and ``GradScaler`` steps and their memory on a GPU.
 Part III, Chapter 5 -- :mod:`labs.peft`
     ``lora`` LoRA and QLoRA layers; ``nf4`` 4-bit NormalFloat with double quantization;
     ``codes`` the code tables (NF4 levels, 8-bit dynamic map).
@@ -30,7 +32,7 @@ Part V, Chapter 7 -- :mod:`labs.prompting`
     accuracy, ``constrained`` decoding by masking logits.
 Part VI, Chapters 8-9 -- :mod:`labs.systems`
     ``gpu_memory`` what a GPU's memory hierarchy allows; ``roofline`` peak FLOP/s, bandwidth,
-    arithmetic intensity.
+    arithmetic intensity; ``gpu_probe`` the same measured on the GPU in front of you.
 Part VII, Chapter 10 -- :mod:`labs.inference`
     ``sampling``, ``kv_cache``, ``attention`` (MHA/MQA/GQA), ``paged`` (block manager),
     ``batching`` (continuous batching), ``engine``, ``speculative``, ``int8`` (weight-only),
@@ -45,11 +47,12 @@ Part VIII, Chapters 12-18 -- :mod:`labs.parallel`
     Ch. 14 and 18); ``tensor_parallel`` (Ch. 15); ``zero`` (package: ``formulas``, ``state``,
     ``trainer``) and ``fsdp`` (package: ``setup``, ``fsdp2``, ``runs``, the program ``train``; Ch. 16);
     ``parallel3d`` (Ch. 17); ``act_memory``, ``sequence_parallel``, ``ring_attention``,
-    ``ulysses``, ``moe``, ``mesh``, ``mesh_train`` (Ch. 17b).
+    ``ulysses``, ``moe``, ``mesh``, ``mesh_train`` (Ch. 17b); ``on_gpus`` runs a torchrun program
+    on this machine's GPUs with NCCL (labs 13-16).
 Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
     ``pruning``, ``quantize``, ``outliers`` (LLM.int8(), SmoothQuant, AWQ), ``int8`` (integer
-    matmul), ``distill``, ``lowrank``, ``sharing``, ``export`` (ONNX Runtime), ``measure`` (size,
-    latency, perplexity); for Ch. 19 ``ondevice`` (bandwidth ceilings, energy), ``int4`` (packed
+    matmul), ``int4_gpu`` (int4 weight-only on NVIDIA GPUs), ``distill``, ``lowrank``,
+    ``sharing``, ``export`` (ONNX Runtime), ``measure`` (size, latency, perplexity); for Ch. 19 ``ondevice`` (bandwidth ceilings, energy), ``int4`` (packed
     int4 files), ``request_memory``, ``delegate`` (operator coverage); for Ch. 20 ``cluster``
     (Deep Compression), ``asvd`` (activation-aware low rank), ``distill_llm`` (KL direction,
     sequence-level KD).
@@ -65,3 +68,13 @@ Every lab -- :mod:`labs.course`
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``labs.device()``: :func:`labs.basics.device.device`, imported on first use (so that
+    ``import labs`` stays free of torch for the course tools)."""
+    if name == "device":
+        from labs.basics.device import device
+
+        return device
+    raise AttributeError(f"module 'labs' has no attribute {name!r}")

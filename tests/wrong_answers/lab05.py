@@ -13,8 +13,8 @@ WRONG = [
     Wrong(
         1,
         "B initialised randomly, A to zeros",
-        old="self.lora_B = nn.Parameter(torch.zeros(base.out_features, r))",
-        new="self.lora_B = nn.Parameter(torch.randn(base.out_features, r) * 0.01)",
+        old="self.lora_B = nn.Parameter(torch.zeros(base.out_features, r, device=base.weight.device))",
+        new="self.lora_B = nn.Parameter(torch.randn(base.out_features, r, device=base.weight.device) * 0.01)",
     ),
     Wrong(1, "forgets to freeze the base layer", old="p.requires_grad_(False)", new="pass"),
     Wrong(1, "only rejects r == 0", old="if r <= 0 or alpha <= 0:", new="if r == 0 or alpha == 0:"),
