@@ -4,7 +4,6 @@ the KV-cache usage gauge of /metrics beside the running and waiting counts."""
 import json
 import math
 import subprocess
-import sys
 import threading
 import time
 
@@ -15,10 +14,9 @@ from hypothesis import strategies as st
 
 from conftest import script
 from labs import data, gpt
-from labs.serving import chat, metrics
+from labs.serving import chat, hf_tokenizer, metrics
 from labs.serving.app import create_app
 from labs.serving.engine import LLMEngine
-from labs.serving import hf_tokenizer
 from labs.serving.hf_tokenizer import build_tokenizer, export_tokenizer
 
 KEY = "test-key-123"
@@ -82,15 +80,21 @@ def test_the_console_script_writes_the_directory(tmp_path, capsys):
 
 
 class SteppedEngine(LLMEngine):
-    """The engine, one step per permit: the test reads /metrics at known points."""
+    """The engine, one step per permit (until ``free_run()``): a test reads /metrics at known
+    points."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.permits = threading.Semaphore(0)
+        self.permits, self.free = threading.Semaphore(0), threading.Event()
 
     def step(self) -> None:
-        self.permits.acquire()
+        if not self.free.is_set():
+            self.permits.acquire()
         super().step()
+
+    def free_run(self) -> None:
+        self.free.set()
+        self.permits.release()  # the engine thread may wait for a permit right now
 
 
 def wait_for(condition, what: str) -> None:
@@ -115,28 +119,27 @@ def test_the_kv_cache_gauge_moves_under_load_and_returns_to_zero():
         def send(p):
             c.post("/v1/completions", json={"prompt": p, "max_tokens": 20}, headers=H)
 
-        threads = [threading.Thread(target=send, args=(p,)) for p in prompts]
-        for t in threads:
-            t.start()
-        wait_for(lambda: eng.depth == 3, "three waiting requests")
-        assert gauges() == {"llm_kv_cache_usage_perc": 0.0, "llm_queue_depth": 3,
-                            "llm_active_generations": 0}  # fmt: skip
-        readings = []
-        for k in range(1, 19):  # the cache holds the prompt and every token but the newest
-            eng.permits.release()
-            wait_for(lambda k=k: eng.steps == k, f"step {k}")
-            n_tokens = [len(p) + k - 1 for p in prompts[:2]]
-            want = sum(math.ceil(n / block) for n in n_tokens) / total
-            g = gauges()
-            assert g["llm_kv_cache_usage_perc"] == pytest.approx(want), k
-            assert (g["llm_active_generations"], g["llm_queue_depth"]) == (2, 1)
-            readings.append(g["llm_kv_cache_usage_perc"])
-        assert readings[-1] > readings[0] > 0  # it moves as sequences cross block boundaries
-        for _ in range(200):
-            eng.permits.release()
-        for t in threads:
-            t.join(60)
+        threads = [threading.Thread(target=send, args=(p,), daemon=True) for p in prompts]
+        try:
+            for i, t in enumerate(threads):  # one at a time: they join the engine in this order
+                t.start()
+                wait_for(lambda i=i: eng.depth == i + 1, f"{i + 1} waiting requests")
+            assert gauges() == {"llm_kv_cache_usage_perc": 0.0, "llm_queue_depth": 3,
+                                "llm_active_generations": 0}  # fmt: skip
+            readings = []
+            for k in range(1, 19):  # the cache holds the prompt and every token but the newest
+                eng.permits.release()
+                wait_for(lambda k=k: eng.steps == k, f"step {k}")
+                n_tokens = [len(p) + k - 1 for p in prompts[:2]]
+                want = sum(math.ceil(n / block) for n in n_tokens) / total
+                g = gauges()
+                assert g["llm_kv_cache_usage_perc"] == pytest.approx(want), k
+                assert (g["llm_active_generations"], g["llm_queue_depth"]) == (2, 1)
+                readings.append(g["llm_kv_cache_usage_perc"])
+            assert readings[-1] > readings[0] > 0  # it moves as sequences cross block boundaries
+        finally:
+            eng.free_run()
+            for t in threads:
+                t.join(60)
         assert gauges() == {"llm_kv_cache_usage_perc": 0.0, "llm_queue_depth": 0,
                             "llm_active_generations": 0}  # fmt: skip
-        for _ in range(1000):  # the engine thread may still wait for a permit at shutdown
-            eng.permits.release()
