@@ -11,7 +11,8 @@ Routes::
 
 A request passes the :class:`~labs.serving.gate.Gate` (key, rate limit, content type, declared
 size) before its body is read; then the body is read with a size limit and a timeout, validated
-(:mod:`labs.serving.protocol`), and submitted to the engine (:class:`~labs.serving.engine.
+(:mod:`labs.serving.protocol`: OpenAI's shapes as clients send them; fields it ignored are named
+in a ``Warning`` header of the reply), and submitted to the engine (:class:`~labs.serving.engine.
 LLMEngine`: continuous batching over the paged KV cache; 503 + ``Retry-After`` when its queue is
 full). Tokens come back from the engine thread through an asyncio queue; a client that
 disconnects, streaming or not, cancels its request at the next engine step.
@@ -180,10 +181,15 @@ def create_app(
             raise P.APIError(404, f"model {body.model!r} does not exist; this server serves "
                              f"{model_name!r}", param="model", code="model_not_found")  # fmt: skip
         ids = _prompt_ids(engine, body.model_input, "messages" if chat else "prompt")
-        n_new = body.new_tokens() or 16
+        n_new = body.new_tokens()
         if n_new > max_tokens_limit:
-            raise P.APIError(400, f"max_tokens: {n_new} asked, at most {max_tokens_limit}",
-                             param="max_tokens")  # fmt: skip
+            field = (
+                "max_completion_tokens"
+                if getattr(body, "max_completion_tokens", None)
+                else "max_tokens"
+            )
+            raise P.APIError(400, f"{field}: {n_new} asked, at most {max_tokens_limit}",
+                             param=field)  # fmt: skip
         if len(ids) + n_new > engine.context_length:
             raise P.APIError(400, f"this model's context is {engine.context_length} tokens; the "
                              f"prompt has {len(ids)} and max_tokens is {n_new}",

@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 INT64 = 2**63
+DEFAULT_MAX_TOKENS = 16  # without max_tokens, as OpenAI's completions API (and this server)
 Penalty = Field(None, ge=-2.0, le=2.0)
 
 
@@ -116,9 +117,10 @@ class _Sampling(_Open):
         """The one prompt the model continues: text (chat: the template applied) or token ids."""
         return self._input
 
-    def new_tokens(self) -> int | None:
-        """``max_completion_tokens`` (chat) or ``max_tokens``; None when neither is given."""
-        return getattr(self, "max_completion_tokens", None) or self.max_tokens
+    def new_tokens(self) -> int:
+        """``max_completion_tokens`` (chat), else ``max_tokens``, else :data:`DEFAULT_MAX_TOKENS`."""
+        given = getattr(self, "max_completion_tokens", None) or self.max_tokens
+        return given or DEFAULT_MAX_TOKENS
 
     @property
     def sampling(self) -> tuple[float, float]:
@@ -229,10 +231,9 @@ def parse_request(kind: type[_Sampling], raw: bytes) -> _Sampling:
         if len(prompts[0]) == 0:
             raise APIError(400, "prompt: empty", param="prompt")
         body._input = prompts[0]
-    n_new, n_min = body.new_tokens(), body.min_tokens or 0
-    if n_min > (n_new or 16):
-        raise APIError(400, f"min_tokens: {n_min} is more than max_tokens ({n_new or 16})",
-                       param="min_tokens")  # fmt: skip
+    if (body.min_tokens or 0) > body.new_tokens():
+        raise APIError(400, f"min_tokens: {body.min_tokens} is more than max_tokens "
+                       f"({body.new_tokens()})", param="min_tokens")  # fmt: skip
     return body
 
 
