@@ -221,7 +221,10 @@ json_values = st.recursive(
     max_leaves=6,
 )
 FIELDS = ["model", "prompt", "messages", "max_tokens", "temperature", "top_p", "stop", "seed",
-          "stream", "n", "user", "stream_options", "logprobs"]  # fmt: skip
+          "stream", "n", "user", "stream_options", "logprobs", "max_completion_tokens",
+          "ignore_eos", "min_tokens", "tools", "tool_choice", "response_format", "logit_bias",
+          "metadata", "echo", "best_of", "suffix", "top_logprobs", "presence_penalty",
+          "reasoning_effort", "prediction", "x-unknown"]  # fmt: skip
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))

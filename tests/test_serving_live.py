@@ -75,6 +75,27 @@ def test_the_official_openai_client_talks_to_it(live):
         client.completions.create(model="gpt-4", prompt="x")
 
 
+def test_third_party_shapes_and_vllm_extensions_through_uvicorn(live):
+    client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=30)
+    parts = [{"role": "developer", "content": "Be brief."},
+             {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]  # fmt: skip
+    out = client.chat.completions.create(model="tiny-gpt", messages=parts, max_completion_tokens=6,
+                                         temperature=None, top_p=None, n=None, stop=None,
+                                         extra_body={"ignore_eos": True})  # fmt: skip
+    assert out.usage.completion_tokens == 6 and out.choices[0].finish_reason == "length"
+    raw = client.completions.with_raw_response.create(model="tiny-gpt", prompt="The",
+                                                      max_tokens=2, extra_body={"top_k": 5})  # fmt: skip
+    assert raw.headers["warning"] == '299 - "unsupported fields ignored: top_k"'
+    body = {"model": "tiny-gpt", "stream": True, "max_completion_tokens": 12, "ignore_eos": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "1 0 m0 Finish"}]}]}  # fmt: skip
+    with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, headers=H) as r:
+        events = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: {")]
+    counts = [e["usage"]["completion_tokens"] for e in events]  # guidellm's request, as it sent it
+    assert counts == sorted(counts) and counts[0] == 0 and counts[-1] == 12
+    assert _metric(live.url, "llm_kv_cache_usage_perc") == 0.0  # all finished: no block in use
+
+
 def test_disconnects_cancel_generation(live):
     cancelled = _metric(live.url, "llm_cancelled_requests_total")
     finished = _metric(live.url, "llm_generations_total", reason="length")

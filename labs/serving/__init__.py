@@ -6,7 +6,10 @@ One concern per module::
                       cache, per-request sampling and errors; train / save / load the model
     static.py         the former engine (static padded batches, no KV cache), a baseline
     replay.py         both engines on one request trace, on a virtual clock
-    protocol.py       the OpenAI-compatible request/response/error objects, the chat template
+    protocol.py       OpenAI's request bodies as clients send them (null = absent, what is refused
+                      by name, unknown fields reported), vLLM's extensions, replies, error objects
+    chat.py           chat messages: roles, content parts, the tiny GPT's chat template
+    stopping.py       when a generation ends: stop strings, end of sequence, ignore_eos, min_tokens
     gate.py           ASGI middleware: key, rate limit, content type and size before the body;
                       metrics for every status, the access log
     app.py            create_app(): /v1/completions, /v1/chat/completions, /v1/models, health, metrics
@@ -14,7 +17,8 @@ One concern per module::
     limits.py         token bucket, leaky bucket, fixed window, sliding window; a Redis-shared limit
     auth.py           API keys from the environment or a file, checked in constant time
     batcher.py        the adaptive batching rule of general model servers (max size, max wait)
-    metrics.py        Prometheus metrics of the service, and quantiles read back from /metrics
+    metrics.py        Prometheus metrics of the service (KV-cache usage too), quantiles from /metrics
+    hf_tokenizer.py   the tiny GPT's tokenizer as a Hugging Face directory (labs-export-tokenizer)
     server.py         start/stop the service (and redis-server) as subprocesses on a free port
     loadgen.py        async httpx load generator with bounded concurrency, SSE client
     hpa.py            Kubernetes HPA rule simulated on a traffic trace

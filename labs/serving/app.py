@@ -11,7 +11,8 @@ Routes::
 
 A request passes the :class:`~labs.serving.gate.Gate` (key, rate limit, content type, declared
 size) before its body is read; then the body is read with a size limit and a timeout, validated
-(:mod:`labs.serving.protocol`), and submitted to the engine (:class:`~labs.serving.engine.
+(:mod:`labs.serving.protocol`: OpenAI's shapes as clients send them; fields it ignored are named
+in a ``Warning`` header of the reply), and submitted to the engine (:class:`~labs.serving.engine.
 LLMEngine`: continuous batching over the paged KV cache; 503 + ``Retry-After`` when its queue is
 full). Tokens come back from the engine thread through an asyncio queue; a client that
 disconnects, streaming or not, cancels its request at the next engine step.
@@ -25,6 +26,7 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 
+import torch
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -35,6 +37,7 @@ from labs.serving.engine import GenRequest, LLMEngine, Overloaded
 from labs.serving.gate import Gate
 from labs.serving.limits import KeyedLimiter, SharedLimit, make_limiter
 from labs.serving.metrics import ServiceMetrics
+from labs.serving.stopping import CHAT_END_OF_TURN
 
 __all__ = ["create_app"]
 
@@ -153,6 +156,7 @@ def create_app(
     async def prometheus() -> Response:
         metrics.queue_depth.set(engine.depth)
         metrics.active.set(engine.running)
+        metrics.kv_usage.set(engine.kv_usage)
         metrics.steps.set(engine.steps)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -176,30 +180,30 @@ def create_app(
         if body.model not in (None, model_name):
             raise P.APIError(404, f"model {body.model!r} does not exist; this server serves "
                              f"{model_name!r}", param="model", code="model_not_found")  # fmt: skip
-        text = P.chat_prompt(body.messages) if chat else body.prompt
-        param = "messages" if chat else "prompt"
-        try:
-            ids = engine.encode(text)
-        except ValueError:
-            raise P.APIError(400, f"{param}: only newline and printable ASCII characters are "
-                             "supported by this model's tokenizer", param=param) from None  # fmt: skip
-        n_new = (getattr(body, "max_completion_tokens", None) or body.max_tokens) or 16
+        ids = _prompt_ids(engine, body.model_input, "messages" if chat else "prompt")
+        n_new = body.new_tokens()
         if n_new > max_tokens_limit:
-            raise P.APIError(400, f"max_tokens: {n_new} asked, at most {max_tokens_limit}",
-                             param="max_tokens")  # fmt: skip
+            field = (
+                "max_completion_tokens"
+                if getattr(body, "max_completion_tokens", None)
+                else "max_tokens"
+            )
+            raise P.APIError(400, f"{field}: {n_new} asked, at most {max_tokens_limit}",
+                             param=field)  # fmt: skip
         if len(ids) + n_new > engine.context_length:
             raise P.APIError(400, f"this model's context is {engine.context_length} tokens; the "
-                             f"prompt has {len(ids)} and max_tokens is {n_new}", param=param,
+                             f"prompt has {len(ids)} and max_tokens is {n_new}",
+                             param="messages" if chat else "prompt",
                              code="context_length_exceeded")  # fmt: skip
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
         first = []
 
-        def on_text(piece: str) -> None:
+        def on_text(piece: str) -> None:  # in the engine thread: req.output holds the new token
             if not first:
                 first.append(time.perf_counter())
                 metrics.ttft.observe(first[0] - arrived)
-            loop.call_soon_threadsafe(events.put_nowait, piece)
+            loop.call_soon_threadsafe(events.put_nowait, (piece, len(req.output)))
 
         def on_finish(r: GenRequest) -> None:
             metrics.tokens.inc(len(r.output))
@@ -208,18 +212,22 @@ def create_app(
                 metrics.latency.observe(time.perf_counter() - arrived)
             loop.call_soon_threadsafe(events.put_nowait, None)
 
-        stops = body.stops() + (("\nUser:",) if chat else ())
-        req = GenRequest(ids, n_new, body.temperature, body.top_p, body.seed, stops,
-                         on_text=on_text, on_finish=on_finish)  # fmt: skip
+        temperature, top_p = body.sampling
+        req = GenRequest(ids, n_new, temperature, top_p, body.seed, body.stops(),
+                         eos=(CHAT_END_OF_TURN,) if chat else (), ignore_eos=bool(body.ignore_eos),
+                         min_tokens=body.min_tokens or 0, on_text=on_text,
+                         on_finish=on_finish)  # fmt: skip
         try:
             engine.submit(req)
         except Overloaded as err:
             raise P.APIError(503, f"server overloaded: {err}", "server_error", code="overloaded",
                              headers={"Retry-After": "1"}) from None  # fmt: skip
-        name = model_name
+        name, warn = model_name, P.ignored_fields_warning(body)
         if body.stream:
-            usage = bool(body.stream_options and body.stream_options.include_usage)
-            return _stream(request, req, events, chat, name, len(ids), usage, metrics)
+            opts = body.stream_options or P.StreamOptions()
+            usage = "every" if opts.include_usage and opts.continuous_usage_stats else (
+                "last" if opts.include_usage else None)  # fmt: skip
+            return _stream(req, events, chat, name, len(ids), usage, metrics, warn)
         gone = asyncio.create_task(_disconnected(request))
         while True:  # drain the text pieces; None marks the end
             getter = asyncio.create_task(events.get())
@@ -234,10 +242,26 @@ def create_app(
         gone.cancel()
         if req.finish_reason not in ("stop", "length"):
             raise _failure(req)
-        return P.completion_response(chat, name, req.text, req.finish_reason, len(ids),
-                                     len(req.output))  # fmt: skip
+        reply = P.completion_response(chat, name, req.text, req.finish_reason, len(ids),
+                                      len(req.output))  # fmt: skip
+        return JSONResponse(reply, headers=warn)
 
     return app
+
+
+def _prompt_ids(engine: LLMEngine, prompt: str | list[int], param: str):
+    """Token ids of a text prompt, or checked ids given as such; 400 for what the model lacks."""
+    if isinstance(prompt, str):
+        try:
+            return engine.encode(prompt)
+        except ValueError:
+            raise P.APIError(400, f"{param}: only newline and printable ASCII characters are "
+                             "supported by this model's tokenizer", param=param) from None  # fmt: skip
+    vocab = engine.tokenizer.vocab_size
+    if not all(0 <= i < vocab for i in prompt):
+        raise P.APIError(400, f"prompt: token ids must be in [0, {vocab}) for this model",
+                         param="prompt")  # fmt: skip
+    return torch.tensor(prompt, dtype=torch.long)
 
 
 def _failure(req: GenRequest) -> P.APIError:
@@ -251,20 +275,32 @@ def _sse(obj) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-def _stream(request, req, events, chat, name, n_prompt, usage, metrics) -> StreamingResponse:
+def _stream(req, events, chat, name, n_prompt, usage, metrics, headers) -> StreamingResponse:
+    """SSE chunks; ``usage``: None, ``"last"`` (a usage chunk before ``[DONE]``, ``"usage":
+    null`` in the others, OpenAI's ``include_usage``) or ``"every"`` (also the usage so far in
+    every chunk, vLLM's ``continuous_usage_stats``)."""
     rid, created = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24], int(time.time())
 
+    def sse(text, finish=None, role=False, n_out=0) -> str:
+        obj = P.chunk(chat, rid, name, created, text, finish, role)
+        if usage is not None:
+            obj["usage"] = P.usage(n_prompt, n_out) if usage == "every" else None
+        return _sse(obj)
+
     async def gen():
+        n_out = 0
         try:
             if chat:
-                yield _sse(P.chunk(chat, rid, name, created, "", role=True))
-            while (piece := await events.get()) is not None:
-                yield _sse(P.chunk(chat, rid, name, created, piece))
+                yield sse("", role=True)
+            while (event := await events.get()) is not None:
+                piece, n_out = event
+                yield sse(piece, n_out=n_out)
             if req.finish_reason in ("stop", "length"):
-                yield _sse(P.chunk(chat, rid, name, created, None, req.finish_reason))
-                if usage:
+                n_out = len(req.output)
+                yield sse(None, req.finish_reason, n_out=n_out)
+                if usage is not None:
                     last = P.chunk(chat, rid, name, created, None)
-                    last["choices"], last["usage"] = [], P.usage(n_prompt, len(req.output))
+                    last["choices"], last["usage"] = [], P.usage(n_prompt, n_out)
                     yield _sse(last)
             else:  # an error event, then the end marker: the client is never left hanging
                 yield _sse(_failure(req).body())
@@ -274,5 +310,5 @@ def _stream(request, req, events, chat, name, n_prompt, usage, metrics) -> Strea
                 req.cancelled.set()
                 metrics.cancelled.inc()
 
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers}
     return StreamingResponse(gen(), media_type="text/event-stream", headers=headers)

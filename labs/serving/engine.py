@@ -32,6 +32,7 @@ from labs.inference.kv_cache import kv_heads
 from labs.inference.paged import PagedKVCache
 from labs.inference.sampling import sample
 from labs.serving.batcher import Overloaded  # the waiting queue is full: the server answers 503
+from labs.serving.stopping import stop_strings, visible_text
 
 __all__ = [
     "GREEDY_BELOW",
@@ -57,6 +58,9 @@ class GenRequest:
             temperature; ``top_p``: nucleus sampling mass in (0, 1].
         seed: seed of this request's own ``torch.Generator`` (None: a fresh random seed).
         stop: strings that end the completion; the text returned stops before the first one.
+        eos: the model's end-of-sequence strings (the chat template's end of turn); they end the
+            completion like ``stop`` unless ``ignore_eos``. ``min_tokens``: neither ends it
+            before this many tokens (vLLM's meaning; see :mod:`labs.serving.stopping`).
         on_text: called from the engine thread with each new piece of text (held back while it
             could be the start of a stop string); ``on_finish(req)`` once at the end.
         cancelled: set it from any thread to stop the request at the next step.
@@ -70,6 +74,9 @@ class GenRequest:
     top_p: float = 1.0
     seed: int | None = 0
     stop: tuple[str, ...] = ()
+    eos: tuple[str, ...] = ()
+    ignore_eos: bool = False
+    min_tokens: int = 0
     on_text: Callable[[str], None] | None = None
     on_finish: Callable[[GenRequest], None] | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -116,16 +123,6 @@ def load_checkpoint(path: str | Path) -> gpt.GPT:
     model = gpt.GPT(gpt.GPTConfig(**json.loads(cfg_path.read_text())))
     load_model(model, str(path))
     return model.eval()
-
-
-def _visible(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
-    """(text that may be shown, whether a stop string occurred). Text that could still become
-    a stop string is held back; at a stop the text ends before it."""
-    hits = [i for s in stop if (i := text.find(s)) >= 0]
-    if hits:
-        return text[: min(hits)], True
-    held = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
-    return text[: len(text) - held], False
 
 
 class LLMEngine:
@@ -179,7 +176,14 @@ class LLMEngine:
 
     @property
     def running(self) -> int:
+        """Requests in the running batch."""
         return len(self.scheduler.running)
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of the KV cache's blocks in use, 0 to 1 (vLLM's ``kv_cache_usage_perc``)."""
+        manager = self.cache.manager
+        return 1.0 - manager.num_free / manager.num_blocks
 
     def submit(self, req: GenRequest) -> None:
         """Queue ``req``; :class:`Overloaded` when ``max_waiting`` requests wait already,
@@ -189,6 +193,9 @@ class LLMEngine:
         if n < 1 or req.max_new_tokens < 1 or n + req.max_new_tokens > self.context_length:
             raise ValueError(f"a {n}-token prompt plus {req.max_new_tokens} new tokens; need "
                              f">= 1 of each and at most {self.context_length} in all")  # fmt: skip
+        if not 0 <= req.min_tokens <= req.max_new_tokens:
+            raise ValueError(f"min_tokens={req.min_tokens}: need 0 <= min_tokens <= "
+                             f"max_new_tokens={req.max_new_tokens}")  # fmt: skip
         with self._lock:
             if self._stopping:
                 raise Overloaded("the engine is shutting down")
@@ -288,7 +295,9 @@ class LLMEngine:
         inner.generated.append(tok)
         req.output.append(tok)
         self.tokens += 1
-        shown, stopped = _visible(self.decode(req.output), req.stop)
+        after = len(self.decode(req.output[: req.min_tokens])) if req.min_tokens else 0
+        stops = stop_strings(req.stop, req.eos, req.ignore_eos)
+        shown, stopped = visible_text(self.decode(req.output), stops, after)
         if inner.done and not stopped:
             shown = self.decode(req.output)
         if len(shown) > req.sent and req.on_text is not None:
