@@ -76,11 +76,11 @@ STRONG = {
     r"|\b(?:costs?|takes?) (?:about |roughly |nearly |exactly |almost )?the same"
     r"(?= as\b| time\b| FLOPs?\b| for\b|[.,;:])",
     "ranking": r"\b(?:beats?|beating|beaten|(?:stays?|remains?|keeps?) (?:well )?ahead|outperform(?:s|ed)?|wins|won|loses to|lost to|"
-    r"weakest|strongest|(?<!index )(?<!varies )fastest|slowest|cheapest|most expensive)\b",
-    "multiple": rf"{_MULT}\s+times\s+(?:as\b|the\b|{_COMPARATIVE})|\b(?:twice|half|thrice) as\b"
+    r"weakest|strongest|(?<!index )(?<!varies )fastest(?! dimension| index| varying| -varying)|slowest|cheapest|most expensive)\b",
+    "multiple": rf"{_MULT}\s+times\s+(?:as\b|the\b|{_COMPARATIVE})|\b(?:twice|half|thrice) as (?!(?:one|a|an|the)\b)"
     r"|\b(?:an|one|two|three|several|many) orders? of magnitude\b|\borders? of magnitude\b"
     r"|\b(?:\w+-fold|several fold)\b|\bwithin a factor\b",
-    "saturation": r"\b(?:saturat(?:e|es|ed|ing|ion)|knees?|plateau(?:s|ed)?|(?:curve|line|rate|throughput) (?:then )?flattens)\b"
+    "saturation": r"\b(?:saturat(?:e|es|ed|ing|ion)|knees?|plateau(?:s|ed)|(?:curve|line|rate|throughput) (?:then )?flattens)\b"
     r"|\b(?:near|on|at|under|below|above|close to|onto|reaches|reach) the (?:\w+ ){0,3}roofs?\b",
     "cost verdict": r"\b(?:at no (?:extra |additional )?(?:cost|traffic|memory)|for free|"
     r"costs? nothing|no extra (?:cost|traffic|memory|time|bytes|work|messages|communication)|"
@@ -130,7 +130,7 @@ CITATION = re.compile(r"\{cite(?::\w+)?\}")
 ROLE = re.compile(r"\{([\w:-]+)\}`[^`]*`")
 ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|et al|vs|cf|approx|Fig|Eq|Sec|resp)\.")
 POINTER = re.compile(r"^\s*(?:%\s*guard:\s*(?P<md>.*?)|<!--\s*guard:\s*(?P<html>.*?)\s*-->)\s*$")
-GUARD = re.compile(r"^\s*#\s*guard:\s*(?P<rest>.*?)\s*$")
+GUARD = re.compile(r"^\s*#\s*guards?\s*:\s*(?P<rest>.*?)\s*$", re.I)  # "Guards:" too, to be named
 GUARD_NAME = re.compile(r"^[a-z0-9]+(?:[a-z0-9.]*[a-z0-9])?(?:-[a-z0-9.]+)+$")
 CLAUSE = re.compile(r";\s|:\s|\s[—–]\s|\s--\s|\s—|—\s")
 
@@ -279,7 +279,12 @@ def read_page(path: Path) -> Page:
     """The page's sentences (with their guard pointers) and its guards."""
     nb = _notebook(path)
     is_lab = path.suffix == ".ipynb"
-    page = Page(path, _page_name(path), is_lab, any(c.cell_type == "code" for c in nb.cells))
+    # a page with runs: a notebook with code cells, or a MyST page with {code-cell}s (a plain
+    # Markdown page's fenced examples are not executed)
+    runs = any(c.cell_type == "code" for c in nb.cells) and (
+        is_lab or "{code-cell}" in path.read_text(encoding="utf-8")
+    )
+    page = Page(path, _page_name(path), is_lab, runs)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             _guards_of(page, index, cell)
@@ -322,6 +327,8 @@ def typed(text: str) -> bool:
 
 def clauses(text: str) -> list[str]:
     """The clauses of a sentence: split at ``;``, ``:`` and dashes; a parenthesis is a clause."""
+    if text.lstrip().startswith("|"):
+        return [text]  # a table row is one statement, backed by a citation anywhere in it
     out = []
     for clause in CLAUSE.split(text):
         inner = re.findall(r"\([^()]*\)", clause)
