@@ -49,6 +49,18 @@ def test_student_version_drops_the_guard_cells_of_the_prose(tmp_path):
     assert any(c.source.startswith("# a hidden helper") for c in student.cells)
 
 
+def test_no_released_student_notebook_holds_a_guard_cell():
+    """The book's labs have guard cells (tests/test_claims.py); the student copies have none."""
+    from conftest import LABS, STUDENT
+
+    guarded = [lab.name for lab in LABS if "# guard:" in lab.read_text(encoding="utf-8")]
+    assert guarded, "no lab has a guard cell: this test would check nothing"
+    leaked = [
+        p.name for p in STUDENT.glob("*.ipynb") if "# guard:" in p.read_text(encoding="utf-8")
+    ]
+    assert not leaked, f"guard cells in student notebooks (run labs-release): {leaked}"
+
+
 def test_release_writes_students_and_normalises_sources(tmp_path):
     src = write(tmp_path / "labs" / "lab99-demo.ipynb", good_lab())
     dirs = ["--student-dir", str(tmp_path / "student"), "--key-dir", str(tmp_path / "keys")]
