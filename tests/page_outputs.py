@@ -43,13 +43,26 @@ PATTERNS = {
 HIDDEN = {"remove-cell", "remove-output"}
 
 
+# The MIME type the HTML page shows of a rich output: the first of these that it has (myst-nb's
+# order); a styled table's text/plain "<...Styler at 0x...>" never renders beside its text/html.
+RENDER_ORDER = (
+    "application/vnd.jupyter.widget-view+json", "application/javascript", "text/html",
+    "image/svg+xml", "image/png", "image/jpeg", "text/markdown", "text/latex", "text/plain",
+)  # fmt: skip
+TEXT = {"text/html", "text/markdown", "text/latex", "text/plain"}
+
+
 def _texts(output) -> list[str]:
+    """The text of an output as the page shows it (nothing for an image or a widget)."""
     if output.output_type == "stream":
         return [output.text]
     if output.output_type == "error":
         return ["\n".join(output.get("traceback", []))]
     data = output.get("data", {})
-    return [str(data[k]) for k in ("text/plain", "text/markdown", "text/html") if k in data]
+    shown = next((k for k in RENDER_ORDER if k in data), None)
+    if shown is None:  # a glued value stored under a prefixed MIME type: read its text
+        return [str(v) for k, v in data.items() if k.endswith(("text/plain", "text/html"))]
+    return [str(data[shown])] if shown in TEXT else []
 
 
 def problems_of(nb, name: str) -> list[str]:

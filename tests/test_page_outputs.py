@@ -67,6 +67,23 @@ def test_ordinary_output_passes(plain):
     assert problems_of(page(text(plain)), "page") == []
 
 
+def test_only_what_renders_is_read():
+    """A pandas Styler's text/plain repr sits beside the text/html table the page shows."""
+    styled = new_output(
+        "execute_result",
+        data={"text/plain": "<pandas.io.formats.style.Styler at 0x7f031ff83a50>",
+              "text/html": "<table><tr><td>1</td></tr></table>"},
+        execution_count=1,
+    )  # fmt: skip
+    assert problems_of(page(styled), "p") == []
+    plain = new_output(
+        "execute_result",
+        data={"text/plain": "<object at 0x7f00aa00bb00>", "image/png": "iVBOR"},
+        execution_count=1,
+    )
+    assert problems_of(page(plain), "p") == []  # the image renders, not the repr
+
+
 def test_a_removed_cell_does_not_render_but_a_glued_value_does():
     assert problems_of(page(text("<object at 0x7f00aa00bb00>"), tags=["remove-cell"]), "p") == []
     glued = text("1x longer")
