@@ -10,7 +10,8 @@ like this (see CONTRIBUTING.md):
 
 :func:`parse_lab` checks all of this and returns where each exercise lives; every problem raises
 :class:`NotebookError` naming the notebook, the cell and what to do.  :func:`student_version`
-replaces each solution block by ``raise NotImplementedError("Exercise N: ...")`` and clears outputs.
+replaces each solution block by ``raise NotImplementedError("Exercise N: ...")``, drops the guard
+cells of the prose and clears outputs.
 """
 
 from __future__ import annotations
@@ -240,8 +241,9 @@ def student_version(info: LabInfo) -> Any:
 
     Each ``BEGIN``..``END`` block (markers included) becomes one line,
     ``raise NotImplementedError("Exercise N: <what>")``, at the indentation of the marker.  The
-    ``hide-input`` tag is dropped from those cells (students must see where to write), and all
-    outputs are cleared.
+    ``hide-input`` tag is dropped from those cells (students must see where to write), the guard
+    cells (tagged ``remove-cell``, holding ``# guard: <name>`` above asserts on the reference run)
+    are dropped, and all outputs are cleared.
     """
     nb = strip_outputs(info.nb)
     solution_cells = {i for ex in info.exercises.values() for i in ex.solution_cells}
@@ -268,7 +270,19 @@ def student_version(info: LabInfo) -> Any:
             cell.metadata["tags"] = tags
         else:
             cell.metadata.pop("tags", None)
+    # Guard cells (hidden, "# guard: name" above asserts) hold the book's verdicts for the
+    # reference run; a student's run is judged by the checks, so they stay out of the student's copy.
+    nb.cells = [c for c in nb.cells if not _is_guard_cell(c)]
     return nb
+
+
+def _is_guard_cell(cell: Any) -> bool:
+    """A hidden code cell holding a guard of the prose (see CLAIMS-RULES.md)."""
+    return (
+        cell.cell_type == "code"
+        and "remove-cell" in _tags(cell)
+        and any(re.match(r"\s*#\s*guard:", line) for line in cell.source.splitlines())
+    )
 
 
 def write_notebook_atomic(nb: Any, path: str | Path) -> None:
