@@ -81,7 +81,6 @@ from ._api import (
     send,
 )
 from ._common import ReduceOp, Work
-from ._torchrun import torchrun_backend
 from ._emulator import (
     CollectiveMismatchError,
     DeadlockError,
@@ -89,6 +88,7 @@ from ._emulator import (
     DistTimeoutError,
     Group,
 )
+from ._torchrun import torchrun_backend
 from .compat import (
     P2POp,
     all_gather_object,

@@ -7,6 +7,7 @@ under its lock and sleeps through ``World.sleep`` when it must wait.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from ._emulator import (
     _Msg,
     _Slot,
 )
+from ._rank_threads import check_own_thread
 
 __all__ = ["RankContext"]
 
@@ -30,6 +32,7 @@ class RankContext:
     def __init__(self, world: World, rank: int):
         self.world = world
         self.rank = rank
+        self.thread = threading.get_ident()  # made on the rank's own thread (_rank_threads.py)
         self.t0 = world.t0
         self.records = world.trace.pending[rank]  # this rank's trace, as tuples
         self.coll_seq: dict[int, int] = defaultdict(int)
@@ -39,6 +42,8 @@ class RankContext:
         self.has_baton = False
         self.pg_counts: dict[tuple[int, ...], int] = {}  # torch groups made, by ranks (backend.py)
         self.c10d_world: Any = None  # this rank's torch.distributed world (backend.py)
+        self.dtensor_handlers: dict | None = None  # DTensor's custom op table (_torch_shared.py)
+        self.class_attrs: dict = {}  # torch's class-level caches, this rank's copies (same)
 
     def now(self) -> float:
         """Seconds since the launch started."""
@@ -99,6 +104,8 @@ class RankContext:
     def take(self, ch: tuple[int, int, int], seq: int, what: str) -> _Msg:
         """Block until message ``seq`` of channel ``ch`` arrived; remove and return it."""
         w = self.world
+        if threading.get_ident() != self.thread:
+            check_own_thread(self, what)
         with w.lock:  # look the mailbox up under the lock: two threads must never create it
             box = w.msgs[ch]
             st = w.wait_for(self.rank, lambda: what, lambda: seq in box)
@@ -112,6 +119,8 @@ class RankContext:
         """Block until a message with ``tag`` from any rank is available; take the oldest."""
         w = self.world
         me = self.rank
+        if threading.get_ident() != self.thread:
+            check_own_thread(self, what)
 
         def candidates():
             for s in range(w.size):
@@ -155,6 +164,8 @@ class RankContext:
         members sleep pinned to one CPU while they wait (short parts; see ``_sched.py``).
         """
         w = self.world
+        if threading.get_ident() != self.thread:
+            check_own_thread(self, desc())
         me = group.index[self.rank]
         size = len(group.ranks)
         st = None

@@ -126,6 +126,12 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         return BACKEND
 
     @property
+    def _device_types(self) -> list[torch.device]:
+        """The devices this group's collectives take: CPU tensors (as gloo's), which
+        ``torch.distributed.checkpoint.async_save`` requires."""
+        return [torch.device("cpu")]
+
+    @property
     def group_name(self) -> str:
         """The name torch gave this group (its rank's table; c10d's setter is bypassed for
         process groups written in Python)."""

@@ -175,38 +175,71 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list: list[list[int]], timeo
 
 
 # -- batched point to point ---------------------------------------------------------------------
-class P2POp:
+class P2POp(tdist.P2POp):
     """One operation of :func:`batch_isend_irecv`: ``op`` is ``isend`` or ``irecv`` (of
-    ``labs.dist`` or ``torch.distributed``), ``peer`` a global rank."""
+    ``labs.dist`` or ``torch.distributed``); the peer is given as ``peer`` (a global rank) or
+    ``group_peer`` (a rank within ``group``), and, as in torch, both attributes are filled.
+
+    A subclass of ``torch.distributed.P2POp``, so that torch's own ``batch_isend_irecv`` and the
+    schedules of ``torch.distributed.pipelining`` (which call ``op.op(tensor, group=...,
+    group_dst=op.group_peer)``) accept it, emulated and under torchrun.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> P2POp:
+        return object.__new__(cls)
 
     def __init__(self, op: Any, tensor: Any, peer: int | None = None, group: Any = None,
                  tag: int = 0, group_peer: int | None = None):  # fmt: skip
         name = getattr(op, "__name__", "")
-        if name not in ("isend", "irecv"):
+        if name not in ("isend", "irecv") or not callable(op):
             raise ValueError(
-                f"P2POp: op must be isend or irecv (of labs.dist or torch.distributed), got {op!r}"
+                "Invalid ``op``. Expected ``op`` to be of type ``torch.distributed.isend`` or "
+                f"``torch.distributed.irecv`` (or labs.dist's), got {op!r}"
             )
-        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
-        self.group_peer = group_peer
-        self.kind = name
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"P2POp: tensor must be a torch.Tensor, got {type(tensor).__name__}")
+        if (peer is None) == (group_peer is None):
+            raise ValueError(
+                "Must specify global_rank or group_rank" if peer is None else
+                "Can't specify both group_rank and global_rank"
+            )  # fmt: skip
+        self.op, self.tensor, self.tag, self.kind = op, tensor, tag, name
+        if _emu.current() is None:  # under torchrun: torch's rules, torch's default group
+            self.group = dc10d._group_or_default_group(group)
+        else:
+            self.group = group
+        if peer is not None:
+            self.peer, self.group_peer = peer, get_group_rank(self.group, peer)
+        else:
+            self.peer, self.group_peer = get_global_rank(self.group, group_peer), group_peer
+
+    def __repr__(self) -> str:
+        return (f"P2POp({self.kind}, peer={self.peer}, group_peer={self.group_peer}, "
+                f"tag={self.tag}, {tuple(self.tensor.shape)})")  # fmt: skip
 
 
-def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Any]:
-    """Start every operation of the list; returns one work handle per operation."""
-    from . import irecv, isend
+def batch_isend_irecv(p2p_op_list: list[Any]) -> list[Any]:
+    """Start every operation of the list; returns one work handle per operation.
 
-    if not p2p_op_list or not all(isinstance(o, P2POp | tdist.P2POp) for o in p2p_op_list):
-        raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
+    As in torch, every operation must use the same group, and each one runs as
+    ``op.op(tensor, group=..., tag=..., group_dst=/group_src=op.group_peer)``.
+    """
     if _emu.current() is None:
         return tdist.batch_isend_irecv(p2p_op_list)
+    if (not isinstance(p2p_op_list, list) or not p2p_op_list
+            or not all(isinstance(o, tdist.P2POp) for o in p2p_op_list)):  # fmt: skip
+        raise ValueError(
+            "Invalid ``p2p_op_list``. Each op is expected to to be of type "
+            "``torch.distributed.P2POp``."
+        )
+    if not all(o.group == p2p_op_list[0].group for o in p2p_op_list):
+        raise ValueError("All ops need to use the same group.")
     works = []
     for o in p2p_op_list:
-        kind = getattr(o, "kind", None) or o.op.__name__
-        f = isend if kind == "isend" else irecv
-        if kind == "isend":
-            works.append(f(o.tensor, o.peer, o.group, o.tag, group_dst=o.group_peer))
-        else:
-            works.append(f(o.tensor, o.peer, o.group, o.tag, group_src=o.group_peer))
+        key = "group_dst" if "send" in getattr(o.op, "__name__", "") else "group_src"
+        work = o.op(o.tensor, group=o.group, tag=o.tag, **{key: o.group_peer})
+        if work:
+            works.append(work)
     return works
 
 
