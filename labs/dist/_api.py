@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _emulator as _emu
 from . import _exchange as _ex
-from . import _ops, _p2p
+from . import _ops, _p2p, _shards
 from . import _torchrun as _tr
 from ._common import ReduceOp, Work
 
@@ -93,7 +93,7 @@ def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None,
     ctx = _emu.current()
     if ctx is None:
         return _tr.all_gather(tensor_list, tensor, group, async_op)
-    return _ops.all_gather(ctx, tensor_list, tensor, group, async_op)
+    return _shards.all_gather(ctx, tensor_list, tensor, group, async_op)
 
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None,
@@ -105,7 +105,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     ctx = _emu.current()
     if ctx is None:
         return _tr.all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
-    return _ops.all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op)
+    return _shards.all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op)
 
 
 def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int | None = None,
@@ -115,7 +115,7 @@ def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int | None = 
     ctx = _emu.current()
     if ctx is None:
         return _tr.gather(tensor, gather_list, dst, group, async_op, group_dst)
-    return _ops.gather(ctx, tensor, gather_list, dst, group, async_op, group_dst)
+    return _shards.gather(ctx, tensor, gather_list, dst, group, async_op, group_dst)
 
 
 def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int | None = None,
@@ -125,7 +125,7 @@ def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int | None 
     ctx = _emu.current()
     if ctx is None:
         return _tr.scatter(tensor, scatter_list, src, group, async_op, group_src)
-    return _ops.scatter(ctx, tensor, scatter_list, src, group, async_op, group_src)
+    return _shards.scatter(ctx, tensor, scatter_list, src, group, async_op, group_src)
 
 
 def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM,
@@ -134,7 +134,7 @@ def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM,
     ctx = _emu.current()
     if ctx is None:
         return _tr.reduce_scatter(output, input_list, op, group, async_op)
-    return _ops.reduce_scatter(ctx, output, input_list, op, group, async_op)
+    return _shards.reduce_scatter(ctx, output, input_list, op, group, async_op)
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,
@@ -143,7 +143,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group
     ctx = _emu.current()
     if ctx is None:
         return _tr.reduce_scatter_tensor(output, input, op, group, async_op)
-    return _ops.reduce_scatter_tensor(ctx, output, input, op, group, async_op)
+    return _shards.reduce_scatter_tensor(ctx, output, input, op, group, async_op)
 
 
 def all_to_all(output_tensor_list: list[Any], input_tensor_list: list[Any], group: Any = None,

@@ -173,6 +173,8 @@ def _create(opts: Any, backend_options: Any) -> EmulatedProcessGroup:
         g = ctx.world.world_group  # the default group: the world of labs.dist
     else:
         g = _subgroup(ctx, ranks)
+    if opts.timeout != dc10d.default_pg_timeout:  # chosen by the program: gloo's errors after it
+        g.timeout = opts.timeout.total_seconds()
     return EmulatedProcessGroup(ctx, g)
 
 
@@ -232,14 +234,20 @@ def _helper_anywhere(outside: Any):
     """torch's ``_new_process_group_helper`` (behind ``init_process_group`` and ``new_group``)
     while ranks run: on an emulated rank every group is made on the emulated backend (a real
     gloo group would block in C++ waiting for its peers, which are threads waiting for their
-    turn)."""
+    turn), and registered as ``"gloo"``, whose collectives it runs: ``get_backend`` says
+    ``"gloo"`` and torch's gloo-only functions (``monitored_barrier``) accept it."""
 
     def helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
         ctx = _emu.current()
-        if ctx is not None:
-            check_backend(ctx, backend, "new_group")
-            backend = BACKEND
-        return outside(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs)
+        if ctx is None:
+            return outside(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs)
+        check_backend(ctx, backend, "new_group")
+        pg, store = outside(group_size, group_rank, global_ranks_in_group, BACKEND, *args,
+                            **kwargs)  # fmt: skip
+        if isinstance(pg, EmulatedProcessGroup):  # it runs gloo's collectives: it says so
+            dc10d._world.pg_map[pg] = (tdist.Backend("gloo"), store)
+            dc10d._world.pg_backend_config[pg] = "cpu:gloo"
+        return pg, store
 
     helper.__wrapped_outside__ = outside  # type: ignore[attr-defined]
     return helper

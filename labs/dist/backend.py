@@ -9,7 +9,9 @@ emulator's collectives (:mod:`labs.dist._ops`, :mod:`._p2p`, :mod:`._exchange`):
 is traced with its size and group, costed by :mod:`labs.dist.alpha_beta`, checked for
 mismatches and deadlocks.  It is registered under the backend name ``"emulated"`` with
 ``torch.distributed.Backend.register_backend``; on an emulated rank ``init_process_group("gloo")``
-(or ``"nccl"`` without GPUs) creates it (:func:`labs.dist.compat.init_process_group`).
+(or ``"nccl"`` without GPUs) creates it (:func:`labs.dist.compat.init_process_group`), and so
+does ``new_group(backend="gloo")``.  Its groups call themselves ``"gloo"`` (``get_backend``,
+DDP's logs), since they run gloo's collectives on CPU tensors.
 How torch's process-group tables become per rank is in :mod:`labs.dist._torch_world`.
 
 A collective returns a :class:`_EmulatedWork`: ``wait()`` blocks through the emulator (the
@@ -28,7 +30,7 @@ from torch._C import _distributed_c10d as c10d
 from torch.distributed import distributed_c10d as dc10d
 
 from . import _exchange as _ex
-from . import _ops, _p2p
+from . import _ops, _p2p, _shards
 from ._common import ArgumentError
 from ._emulator import Group
 
@@ -123,7 +125,8 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
 
     # the c10d surface --------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
-        return BACKEND
+        """``"gloo"``: the collectives run as gloo's (DDP logs this name, as under gloo)."""
+        return "gloo"
 
     @property
     def _device_types(self) -> list[torch.device]:
@@ -131,11 +134,16 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         ``torch.distributed.checkpoint.async_save`` requires."""
         return [torch.device("cpu")]
 
+    def _set_group_name(self, name: str) -> None:
+        super()._set_group_name(name)
+        self._name = name
+
     @property
     def group_name(self) -> str:
-        """The name torch gave this group (its rank's table; c10d's setter is bypassed for
-        process groups written in Python)."""
-        return dc10d._world.pg_names[self]
+        """The name torch gave this group (c10d's getter does not reach process groups written
+        in Python); kept after ``destroy_process_group`` removed it from the rank's tables."""
+        name = getattr(self, "_name", None)
+        return name if name is not None else dc10d._world.pg_names[self]
 
     def getGroupName(self) -> str:  # noqa: N802 - torch's name
         return self.group_name
@@ -190,19 +198,19 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         g = self._labs_group
-        works = [_ops.all_gather(self._ctx, outs, t, g, True)
+        works = [_shards.all_gather(self._ctx, outs, t, g, True)
                  for outs, t in zip(output_tensors, input_tensors)]  # fmt: skip
         return self._run([t for outs in output_tensors for t in outs], works)
 
     def all_gather_single(self, output, input, opts=None):
-        w = _ops.all_gather_into_tensor(self._ctx, output, input, self._labs_group, True)
+        w = _shards.all_gather_into_tensor(self._ctx, output, input, self._labs_group, True)
         return self._run([output], [w])
 
     _allgather_base = all_gather_single
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         g = self._labs_group
-        works = [_ops.all_gather_into_tensor(self._ctx, o, i, g, True)
+        works = [_shards.all_gather_into_tensor(self._ctx, o, i, g, True)
                  for o, i in zip(outputs, inputs)]  # fmt: skip
         return self._run(list(outputs), works)
 
@@ -210,20 +218,20 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
 
     def reduce_scatter(self, output_tensors, input_lists, opts=None):
         op, g = _op(opts or c10d.ReduceScatterOptions()), self._labs_group
-        works = [_ops.reduce_scatter(self._ctx, o, ins, op, g, True)
+        works = [_shards.reduce_scatter(self._ctx, o, ins, op, g, True)
                  for o, ins in zip(output_tensors, input_lists)]  # fmt: skip
         return self._run(list(output_tensors), works)
 
     def reduce_scatter_single(self, output, input, opts=None):
         op = _op(opts or c10d.ReduceScatterOptions())
-        w = _ops.reduce_scatter_tensor(self._ctx, output, input, op, self._labs_group, True)
+        w = _shards.reduce_scatter_tensor(self._ctx, output, input, op, self._labs_group, True)
         return self._run([output], [w])
 
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         op, g = _op(opts or c10d.ReduceScatterOptions()), self._labs_group
-        works = [_ops.reduce_scatter_tensor(self._ctx, o, i, op, g, True)
+        works = [_shards.reduce_scatter_tensor(self._ctx, o, i, op, g, True)
                  for o, i in zip(outputs, inputs)]  # fmt: skip
         return self._run(list(outputs), works)
 
@@ -232,13 +240,13 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def gather(self, output_lists, input_tensors, opts=None):
         root, g = self._root((opts or c10d.GatherOptions()).rootRank, "gather"), self._labs_group
         outs = output_lists[0] if output_lists else None
-        w = _ops.gather(self._ctx, input_tensors[0], outs, None, g, True, root)
+        w = _shards.gather(self._ctx, input_tensors[0], outs, None, g, True, root)
         return self._run(list(outs or []), [w])
 
     def scatter(self, output_tensors, input_lists, opts=None):
         root, g = self._root((opts or c10d.ScatterOptions()).rootRank, "scatter"), self._labs_group
         ins = input_lists[0] if input_lists else None
-        w = _ops.scatter(self._ctx, output_tensors[0], ins, None, g, True, root)
+        w = _shards.scatter(self._ctx, output_tensors[0], ins, None, g, True, root)
         return self._run(list(output_tensors), [w])
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
@@ -257,7 +265,7 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         return self._run([], [_ops.barrier(self._ctx, self._labs_group, True)])
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        self.barrier().wait()
+        _ops.monitored_barrier(self._ctx, self, timeout, wait_all_ranks)
 
     def send(self, tensors, dst, tag=0):
         for t in tensors:
