@@ -130,11 +130,11 @@ def test_fsdp2_program_matches_zero3_losses_and_memory():
 
 def _unsupported() -> None:
     dist.init_process_group("gloo")
-    tdist.distributed_c10d._get_default_group().allgather_coalesced([[torch.zeros(1)]], [])
+    tdist.distributed_c10d._get_default_group().gather_coalesced([[torch.zeros(1)]], [])
 
 
 def test_unsupported_call_names_itself():
-    with pytest.raises(NotImplementedError, match="ProcessGroup.allgather_coalesced"):
+    with pytest.raises(NotImplementedError, match="ProcessGroup.gather_coalesced"):
         dist.launch(_unsupported, WORLD, timeout=20)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ._common import (
+    ArgumentError,
     ReduceOp,
     Work,
     as_tensor,
@@ -105,6 +106,8 @@ def all_reduce(ctx, tensor, op, group, async_op):
     g = resolve_group(ctx, group, "all_reduce")
     op = reduce_op(op, ctx.rank, "all_reduce")
     t = as_tensor(tensor, ctx.rank, "all_reduce")
+    if t.layout == torch.sparse_coo:
+        return _sparse_all_reduce(ctx, t, op, g, async_op)
     check_avg(t, op, ctx.rank, "all_reduce")
     mem = memory_view(t, ctx.rank, "all_reduce")  # gloo reduces the tensor's memory
     sig = ("all_reduce", op, t.shape, t.dtype, layout(t))
@@ -122,6 +125,42 @@ def all_reduce(ctx, tensor, op, group, async_op):
     return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, mem,
                        lambda es: all_reduce_into(es, op), async_op, nb, split=split,
                        pin=pin)  # fmt: skip
+
+
+def _sparse_all_reduce(ctx, t, op, g, async_op):
+    """gloo's all-reduce of a sparse COO tensor: every rank's (coalesced) tensor is gathered and
+    summed in rank order, coalesced, and copied into each member's tensor."""
+    if op is not ReduceOp.SUM:
+        raise ArgumentError(
+            "unsupported reduction operation (allreduce of sparse tensors only works with "
+            f"ReduceOp.SUM) (rank {ctx.rank}: all_reduce of a sparse tensor with {op.name})"
+        )
+    mine = t.coalesce()
+
+    def compute(es):
+        if len({tuple(x.shape) for x, _ in es}) > 1:
+            raise ValueError("Sparse dimensions do not match")
+        total = es[0][0]
+        for x, _ in es[1:]:
+            total = total + x
+        total = total.coalesce()
+        for _, box in es:
+            box.append(total)
+
+    box: list[torch.Tensor] = []
+    nb = _nbytes(mine.indices()) + _nbytes(mine.values())
+    desc = lambda: f"all_reduce(op=SUM) of a sparse {shape_dtype(t)}"  # noqa: E731
+    work = _collective(ctx, g, "all_reduce", "all_reduce", ("all_reduce", "sparse", t.dtype),
+                       desc, (mine, box), compute, True, nb)  # fmt: skip
+
+    def finish() -> None:
+        work.wait()
+        t.copy_(box[0])
+
+    if async_op:
+        return Work(finish)
+    finish()
+    return None
 
 
 def _split_all_reduce(op: ReduceOp):
@@ -188,8 +227,9 @@ def monitored_barrier(ctx, group, timeout, wait_all_ranks):
             names = f"Rank {late[0]}" if late else "A rank"
         return RuntimeError(f"[Rank 0]: {names} failed to pass monitoredBarrier in {ms} ms")
 
-    return _collective(ctx, g, "monitored_barrier", "barrier", ("barrier",), _barrier_desc,
-                       None, _noop_compute, False, 0, timeout=(seconds, error))  # fmt: skip
+    desc = lambda: f"monitored_barrier(timeout={ms} ms)"  # noqa: E731
+    return _collective(ctx, g, "monitored_barrier", "barrier", ("barrier",), desc, None,
+                       _noop_compute, False, 0, timeout=(seconds, error))  # fmt: skip
 
 
 def _barrier_desc() -> str:

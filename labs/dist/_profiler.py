@@ -215,3 +215,42 @@ def uninstall() -> None:
     prof.config, prof.__exit__ = _orig["config"], _orig["__exit__"]
     prof._parse_kineto_results = _orig["_parse_kineto_results"]
     _orig.clear()
+
+
+# -- the events a gloo process group records --------------------------------------------------
+def record(name: str, inputs: list[Any]) -> Any:
+    """Start the event ``gloo:<name>`` that gloo's process group records for a collective, with
+    its input shapes (complex tensors as pairs of reals), when a profiler is on; else None.
+
+    gloo starts it on the calling thread and ends it on its worker thread, so torch's profiler
+    shows it as asynchronous (``is_async``): :func:`finish` ends it on a thread of its own.
+    """
+    if not _ap._is_profiler_enabled:  # True from the session's start to its stop
+        return None
+    args = [torch.view_as_real(t) if t.is_complex() else t for t in inputs]
+    return torch.autograd._record_function_with_args_enter(f"gloo:{name}", *args)
+
+
+_ender: list[Any] = []  # (the queue of a daemon thread that ends events)
+
+
+def finish(handle: Any) -> None:
+    """End an event started by :func:`record`, on another thread (returns once it is ended)."""
+    if handle is None:
+        return
+    import queue
+
+    if not _ender:
+        q: queue.Queue = queue.Queue()
+
+        def run() -> None:
+            while True:
+                h, done = q.get()
+                torch.autograd._record_function_with_args_exit(h)
+                done.set()
+
+        threading.Thread(target=run, name="labs.dist-profiler-events", daemon=True).start()
+        _ender.append(q)
+    done = threading.Event()
+    _ender[0].put((handle, done))
+    done.wait()

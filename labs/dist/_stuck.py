@@ -10,7 +10,9 @@ raises when it passes.  ``World`` (``_emulator.py``) inherits these methods.
 * **Every live rank blocked, none can proceed, none with a deadline**: a deadlock.  The run
   stops at once with a :class:`~labs.dist._emulator.DeadlockError` naming what each rank waits
   for (gloo would hang until its default timeout, 30 minutes).  While some blocked rank has a
-  deadline, its timeout will fire and it may unblock the others, so the run goes on.
+  deadline, its timeout will fire and it may unblock the others, so the run goes on; a deadline
+  more than :data:`LONG_WAIT` seconds away (``monitored_barrier``'s default is 30 minutes) fires
+  at once, since nothing but the timeout can end that wait.
 
 A group on which a rank timed out is *broken*, as under gloo (which closes the group's
 connections): later calls on it raise ``RuntimeError`` on every rank.
@@ -28,6 +30,7 @@ from ._common import _Abort
 __all__ = ["Stuck"]
 
 _DONE = "done"
+LONG_WAIT = 5.0  # seconds: a deadline further away fires at once when no rank can proceed
 
 
 class _Wait:
@@ -102,8 +105,14 @@ class Stuck:
         live = [st for st in self.state if st is not _DONE]
         if any(st.ready() for st in live):
             return
-        if any(st.deadline is not None for st in live):
-            return  # their timeouts will fire (sleep_until): gloo's error, after gloo's wait
+        timed = [st for st in live if st.deadline is not None]
+        if timed:  # their timeouts will fire: gloo's error, after gloo's wait; a long one now
+            first = min(st.deadline for st in timed)
+            if first - time.perf_counter() > LONG_WAIT:
+                for st in timed:
+                    if st.deadline == first:
+                        self.expire(st)
+            return
         from ._emulator import DeadlockError
 
         self.fail(  # type: ignore[attr-defined]
@@ -115,6 +124,17 @@ class Stuck:
                 "the same collectives in the same order."
             )
         )
+
+    def expire(self, st: _Wait) -> None:
+        """Wake a blocked rank whose deadline no rank can beat any more: it raises its timeout
+        error now (lock held)."""
+        st.expired = True
+        self.state[st.rank] = None
+        self.n_blocked -= 1
+        if self.serial and st.turn:  # type: ignore[attr-defined]
+            self.grant_baton(st.rank, st.gate)  # type: ignore[attr-defined]
+        else:
+            st.gate.release()
 
     def wait_for(self, rank: int, desc: Callable[[], str], ready: Callable[[], bool],
                  deadline: float | None = None,

@@ -30,51 +30,14 @@ from torch._C import _distributed_c10d as c10d
 from torch.distributed import distributed_c10d as dc10d
 
 from . import _exchange as _ex
-from . import _ops, _p2p, _shards
+from . import _ops, _p2p, _profiler, _shards
+from ._backend_work import _EmulatedWork, gloo_stand_in
 from ._common import ArgumentError
 from ._emulator import Group
 
 __all__ = ["BACKEND", "EmulatedProcessGroup", "SUPPORTED"]
 
 BACKEND = "emulated"
-
-
-# -- work handles -------------------------------------------------------------------------------
-class _EmulatedWork(c10d.Work):
-    """A ``torch.distributed.Work`` over the emulator's waits: ``wait()`` completes the operation
-    (blocking through the emulator), ``get_future()`` waits and returns a done future."""
-
-    def __init__(self, works: list[Any], result: list[torch.Tensor], source: int = -1):
-        super().__init__()
-        self._works, self._result, self._done, self._source = works, result, False, source
-
-    def wait(self, timeout: Any = None) -> bool:
-        if not self._done:
-            for w in self._works:
-                if w is not None:
-                    w.wait()
-            self._done = True
-        return True
-
-    def get_future(self) -> torch.futures.Future:
-        self.wait()
-        fut: torch.futures.Future = torch.futures.Future()
-        fut.set_result(self._result)
-        return fut
-
-    def is_completed(self) -> bool:
-        return self._done
-
-    def is_success(self) -> bool:
-        return self._done
-
-    def result(self) -> list[torch.Tensor]:
-        self.wait()
-        return self._result
-
-    def _source_rank(self) -> int:
-        """The sender's group rank, for a receive from any source."""
-        return self._source
 
 
 def _op(opts: Any) -> Any:
@@ -102,7 +65,7 @@ def _unsupported(name: str):
 
 
 SUPPORTED = (
-    "allreduce", "allreduce_coalesced", "broadcast", "reduce", "allgather",
+    "allreduce", "allreduce_coalesced", "allgather_coalesced", "broadcast", "reduce", "allgather",
     "all_gather_single", "_allgather_base", "all_gather_single_coalesced", "reduce_scatter",
     "reduce_scatter_single", "_reduce_scatter_base", "reduce_scatter_single_coalesced",
     "gather", "scatter", "alltoall", "all_to_all_single", "barrier", "monitored_barrier",
@@ -122,6 +85,10 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         super().__init__(group.index[ctx.rank], group.size())
         self._ctx, self._labs_group = ctx, group
         self._coalesced: list[_EmulatedWork] | None = None
+        # torch's C++ asks a group named "gloo" for its gloo backend (DDP's logger reads its
+        # thread count): a one-rank gloo group stands in, never used for a collective
+        self._register_backend(torch.device("cpu"), c10d.ProcessGroup.BackendType.GLOO,
+                               gloo_stand_in())  # fmt: skip
 
     # the c10d surface --------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -151,8 +118,11 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def __repr__(self) -> str:
         return f"EmulatedProcessGroup(ranks={list(self._labs_group.ranks)}, rank={self.rank()})"
 
-    def _run(self, result: list[torch.Tensor], works: list[Any]) -> _EmulatedWork:
-        work = _EmulatedWork(works, result)
+    def _run(self, result: list[torch.Tensor], works: list[Any], after: Any = None,
+             event: tuple[str, list[torch.Tensor]] | None = None) -> _EmulatedWork:  # fmt: skip
+        """The work of a call; ``event``: (name, inputs) of the profiler event gloo records."""
+        ev = _profiler.record(*event) if event is not None else None
+        work = _EmulatedWork(works, result, after=after, event=ev)
         if self._coalesced is not None:  # inside _start_coalescing ... _end_coalescing
             self._coalesced.append(work)
         return work
@@ -178,33 +148,54 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> _EmulatedWork:
         op = _op(opts or c10d.AllreduceOptions())
         g = self._labs_group
-        return self._run(tensors, [_ops.all_reduce(self._ctx, t, op, g, True) for t in tensors])
+        name = "sparse_all_reduce" if tensors and tensors[0].is_sparse else "all_reduce"
+        works = [_ops.all_reduce(self._ctx, t, op, g, True) for t in tensors]
+        return self._run(tensors, works, event=(name, [] if name[0] == "s" else tensors))
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, opts)
+        """gloo's: one all-reduce of the tensors flattened into one buffer (so the ring's chunks,
+        and the order of summation, are those of the whole buffer), copied back after."""
+        op = _op(opts or c10d.AllreduceCoalescedOptions())
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+        work = _ops.all_reduce(self._ctx, flat, op, self._labs_group, True)
+
+        def back() -> None:
+            for t, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+                t.copy_(part.view(t.shape))
+
+        return self._run(tensors, [work], back, ("all_reduce", tensors))
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """``output_lists[i][j]`` <- rank i's ``input_list[j]`` (one all-gather per tensor)."""
+        g, n = self._labs_group, self.size()
+        works = [_shards.all_gather(self._ctx, [output_lists[i][j] for i in range(n)], t, g, True)
+                 for j, t in enumerate(input_list)]  # fmt: skip
+        outs = [t for o in output_lists for t in o]
+        return self._run(outs, works, event=("all_gather", input_list))
 
     def broadcast(self, tensors, opts=None):
         root = self._root((opts or c10d.BroadcastOptions()).rootRank, "broadcast")
         g = self._labs_group
         works = [_ops.broadcast(self._ctx, t, None, g, True, root) for t in tensors]
-        return self._run(tensors, works)
+        return self._run(tensors, works, event=("broadcast", tensors))
 
     def reduce(self, tensors, opts=None):
         opts = opts or c10d.ReduceOptions()
         op, g = _op(opts), self._labs_group
         root = self._root(opts.rootRank, "reduce")
         works = [_ops.reduce(self._ctx, t, None, op, g, True, root) for t in tensors]
-        return self._run(tensors, works)
+        return self._run(tensors, works, event=("reduce", tensors))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         g = self._labs_group
         works = [_shards.all_gather(self._ctx, outs, t, g, True)
                  for outs, t in zip(output_tensors, input_tensors)]  # fmt: skip
-        return self._run([t for outs in output_tensors for t in outs], works)
+        outs = [t for o in output_tensors for t in o]
+        return self._run(outs, works, event=("all_gather", list(input_tensors)))
 
     def all_gather_single(self, output, input, opts=None):
         w = _shards.all_gather_into_tensor(self._ctx, output, input, self._labs_group, True)
-        return self._run([output], [w])
+        return self._run([output], [w], event=("all_gather", [input]))
 
     _allgather_base = all_gather_single
 
@@ -220,12 +211,12 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         op, g = _op(opts or c10d.ReduceScatterOptions()), self._labs_group
         works = [_shards.reduce_scatter(self._ctx, o, ins, op, g, True)
                  for o, ins in zip(output_tensors, input_lists)]  # fmt: skip
-        return self._run(list(output_tensors), works)
+        return self._run(list(output_tensors), works, event=("all_reduce", list(output_tensors)))
 
     def reduce_scatter_single(self, output, input, opts=None):
         op = _op(opts or c10d.ReduceScatterOptions())
         w = _shards.reduce_scatter_tensor(self._ctx, output, input, op, self._labs_group, True)
-        return self._run([output], [w])
+        return self._run([output], [w], event=("all_reduce", [input]))
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -241,28 +232,29 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
         root, g = self._root((opts or c10d.GatherOptions()).rootRank, "gather"), self._labs_group
         outs = output_lists[0] if output_lists else None
         w = _shards.gather(self._ctx, input_tensors[0], outs, None, g, True, root)
-        return self._run(list(outs or []), [w])
+        return self._run(list(outs or []), [w], event=("gather", list(input_tensors)))
 
     def scatter(self, output_tensors, input_lists, opts=None):
         root, g = self._root((opts or c10d.ScatterOptions()).rootRank, "scatter"), self._labs_group
         ins = input_lists[0] if input_lists else None
         w = _shards.scatter(self._ctx, output_tensors[0], ins, None, g, True, root)
-        return self._run(list(output_tensors), [w])
+        return self._run(list(output_tensors), [w], event=("scatter", list(ins or [])))
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         w = _ex.all_to_all(self._ctx, output_tensors, input_tensors, self._labs_group, True)
-        return self._run(list(output_tensors), [w])
+        return self._run(list(output_tensors), [w], event=("all_to_all", list(input_tensors)))
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
                           opts=None):  # fmt: skip
         w = _ex.all_to_all_single(self._ctx, output, input, list(output_split_sizes) or None,
                                   list(input_split_sizes) or None, self._labs_group, True)  # fmt: skip
-        return self._run([output], [w])
+        return self._run([output], [w], event=("all_to_all", [input]))
 
     alltoall_base = all_to_all_single
 
     def barrier(self, opts=None):
-        return self._run([], [_ops.barrier(self._ctx, self._labs_group, True)])
+        works = [_ops.barrier(self._ctx, self._labs_group, True)]
+        return self._run([], works, event=("barrier", []))
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
         _ops.monitored_barrier(self._ctx, self, timeout, wait_all_ranks)
@@ -270,20 +262,22 @@ class EmulatedProcessGroup(c10d.ProcessGroup):
     def send(self, tensors, dst, tag=0):
         for t in tensors:
             _p2p.send(self._ctx, t, None, self._labs_group, tag, dst)
-        return self._run(list(tensors), [])
+        return self._run(list(tensors), [], event=("send", list(tensors)))
 
     def recv(self, tensors, src, tag=0):
         works = [_p2p.irecv(self._ctx, t, None, self._labs_group, tag, src) for t in tensors]
-        return self._run(list(tensors), works)
+        return self._run(list(tensors), works, event=("recv", list(tensors)))
 
     def recv_anysource(self, tensors, tag=0):
         """Receive from whichever rank sends first (at once: torch's ``recv(src=None)``)."""
         g = self._labs_group
         srcs = [_p2p.recv(self._ctx, t, None, None, tag, None) for t in tensors]
-        return _EmulatedWork([], list(tensors), g.index.get(srcs[-1], -1) if srcs else -1)
+        src = g.index.get(srcs[-1], -1) if srcs else -1
+        return _EmulatedWork(
+            [], list(tensors), src, event=_profiler.record("recvAnySource", tensors)
+        )
 
 
-for _name in ("allgather_coalesced", "reduce_coalesced", "broadcast_coalesced",
-              "gather_coalesced"):  # fmt: skip
+for _name in ("reduce_coalesced", "broadcast_coalesced", "gather_coalesced"):
     if _name not in EmulatedProcessGroup.__dict__:
         setattr(EmulatedProcessGroup, _name, _unsupported(_name))
