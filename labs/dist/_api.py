@@ -80,7 +80,9 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None,
 
 def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: Any = None,
            async_op: bool = False, group_dst: int | None = None) -> Work | None:  # fmt: skip
-    """Like :func:`all_reduce`, but only rank ``dst``'s tensor receives the result."""
+    """Like :func:`all_reduce`, but only rank ``dst``'s tensor receives the result; as under gloo,
+    the other ranks' tensors are left holding partial sums (NCCL leaves them unchanged): read the
+    result on ``dst`` only."""
     ctx = _emu.current()
     if ctx is None:
         return _tr.reduce(tensor, dst, op, group, async_op, group_dst)
@@ -100,7 +102,9 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
                            async_op: bool = False) -> Work | None:  # fmt: skip
     """Concatenate the group's ``input_tensor`` (in rank order) into ``output_tensor``.
 
-    ``output_tensor`` holds group-size times as many elements as ``input_tensor``.
+    ``output_tensor`` is the inputs concatenated along dim 0, shape
+    ``(group size * input.shape[0], *input.shape[1:])`` (gloo's rule; a 0-d input gives
+    ``(group size,)``).
     """
     ctx = _emu.current()
     if ctx is None:
@@ -139,7 +143,8 @@ def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM,
 
 def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,
                           async_op: bool = False) -> Work | None:  # fmt: skip
-    """Reduce ``input`` (group-size x ``output`` elements) over ranks; rank j keeps slice j."""
+    """Reduce ``input`` over ranks; rank j keeps slice j.  ``input`` is group-size outputs
+    concatenated along dim 0, shape ``(group size * output.shape[0], *output.shape[1:])``."""
     ctx = _emu.current()
     if ctx is None:
         return _tr.reduce_scatter_tensor(output, input, op, group, async_op)
