@@ -60,8 +60,9 @@ Parts IX-X, Chapters 19-22 -- :mod:`labs.compress`
 The machinery under Part VIII -- :mod:`labs.dist`
     ``torch.distributed`` on threads (and the real thing under torchrun), with traces and an
     alpha-beta cost model; ``backend`` makes it a ``torch.distributed`` backend, so PyTorch's own
-    DDP, FSDP2, DTensor and DCP run on emulated ranks; ``python -m labs.dist.run`` runs an
-    unmodified torchrun script.
+    DDP, FSDP2, DTensor, DCP and pipelining run on emulated ranks, with gloo's results bit for bit;
+    ``python -m labs.dist.run`` runs an unmodified torchrun script; ``torch_suite`` runs PyTorch's
+    own distributed test suite on emulated ranks.
 Every lab -- :mod:`labs.course`
     the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
     (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox``,
