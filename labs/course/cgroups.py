@@ -197,6 +197,12 @@ class Box:
         return any(line.split()[1:] not in ([], ["0"]) for line in text.splitlines()
                    if line.startswith("oom_kill "))  # fmt: skip
 
+    def memory_peak(self) -> int:
+        """The most memory the box ever held, in bytes (0 where the kernel does not say)."""
+        d = self.dirs["cgroup" if self.version == 2 else "memory"]
+        text = _read(d / ("memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"))
+        return int(text) if text.strip().isdigit() else 0
+
     def pids(self) -> list[int]:
         d = self.dirs["cgroup" if self.version == 2 else "pids"]
         return [int(p) for p in _read(d / "cgroup.procs").split()]

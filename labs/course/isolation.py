@@ -43,10 +43,11 @@ ENTER = (
     "for f in a[:i]:\n    with open(f, 'w') as h:\n        h.write(str(os.getpid()))\n"
     "os.execvp(a[i + 1], a[i + 1:])"
 )
-#: ``unshare`` options: own user (mapped to root), network, mount, PID and cgroup namespaces; the
-#: kernel is PID 1 of its namespace and is killed with ``unshare`` (``--kill-child``).
-UNSHARE = ["--user", "--map-root-user", "--net", "--mount", "--pid", "--cgroup", "--fork",
-           "--kill-child"]  # fmt: skip
+#: ``unshare`` options: own user (mapped to root), network, mount, PID, cgroup, IPC (System V
+#: shared memory dies with the kernel) and host-name namespaces; the kernel is PID 1 of its
+#: namespace and is killed with ``unshare`` (``--kill-child``).
+UNSHARE = ["--user", "--map-root-user", "--net", "--mount", "--pid", "--cgroup", "--ipc", "--uts",
+           "--fork", "--kill-child"]  # fmt: skip
 #: Variables a kernel may inherit from the grader (everything else is dropped).
 ENV_ALLOW = (
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "TRITON_INTERPRET",

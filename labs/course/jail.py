@@ -1,7 +1,7 @@
 """Seal a grading kernel before it starts: its root from nothing, locked mounts, limits.
 
 :mod:`labs.course.sandbox` starts every kernel as ``unshare --user --map-root-user --net --mount
---pid --cgroup --fork --kill-child python -c ...`` (after joining the kernel's cgroups, see
+--pid --cgroup --ipc --uts --fork --kill-child python -c ...`` (after joining the kernel's cgroups, see
 :mod:`labs.course.cgroups`) and hands it, on its standard input, this file's text,
 :mod:`labs.course.seccomp`'s and a call to :func:`main`: nothing is written to disk.  In its own
 namespaces the kernel (PID 1 there) then

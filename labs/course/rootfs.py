@@ -80,7 +80,8 @@ def plan(labs_root: str | Path, hide=(), tmpfs: int = TMPFS_LIMIT) -> list[list]
 
     Args:
         labs_root: a folder holding the ``labs`` package the kernel imports (copied in).
-        hide: folders that must stay invisible: a plan that would show any part of one raises.
+        hide: folders that must stay invisible: a plan that would show one raises (an allowed
+            folder inside a hidden one shows only itself: the venv of a hidden checkout).
         tmpfs: bytes of the writable ``/sandbox``.
     """
     labs = os.path.realpath(Path(labs_root) / "labs")
@@ -89,9 +90,11 @@ def plan(labs_root: str | Path, hide=(), tmpfs: int = TMPFS_LIMIT) -> list[list]
     folders = allowed_folders()
     hidden = [os.path.realpath(h) for h in hide]
     for f in folders:
-        bad = [h for h in hidden if _inside(f, h) or _inside(h, f)]
+        bad = [h for h in hidden if _inside(h, f)]
         if bad:
-            raise RuntimeError(f"the sandbox would show {f}, which holds or is inside {bad[0]}")
+            raise RuntimeError(
+                f"the sandbox would show {bad[0]}: it is inside {f}, which Python needs"
+            )
     steps: list[list] = [["dir", p, 0o755] for p in ("/etc", "/dev", "/var", GRADE, BOX, IPC)]
     for name in ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin"):
         if os.path.islink(name):

@@ -141,7 +141,9 @@ class Sandbox:
                    MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)  # fmt: skip
         limits = {"data": self.memory, "fsize": FILE_LIMIT, "nofile": 4096}
         if self.sealed:
-            steps = rootfs.plan(self.labs_root, self.hide)
+            steps = rootfs.plan(
+                self.labs_root, self.hide, min(rootfs.TMPFS_LIMIT, self.memory // 2)
+            )
             home, work, ipc, pkg = rootfs.HOME, rootfs.WORK, f"{rootfs.IPC}/k", rootfs.GRADE
             conn, tmp = f"{rootfs.BOX}/kernel.json", "/tmp"
         else:
