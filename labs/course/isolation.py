@@ -39,9 +39,9 @@ RELAY = (_HERE / "relay.py").read_text(encoding="utf-8")
 #: ``python -I -S -c ENTER CGROUP_PROCS... -- COMMAND...``: die with the thread that started it
 #: (``PR_SET_PDEATHSIG``), join the cgroups, then become COMMAND.
 ENTER = (
-    "import ctypes, os, sys\nctypes.CDLL(None).prctl(1, 9)\na = sys.argv[1:]\ni = a.index('--')\n"
-    "for f in a[:i]:\n    with open(f, 'w') as h:\n        h.write(str(os.getpid()))\n"
-    "os.execvp(a[i + 1], a[i + 1:])"
+    "import ctypes, os, sys\nif sys.platform.startswith('linux'):\n    ctypes.CDLL(None).prctl(1, 9)\n"
+    "a = sys.argv[1:]\ni = a.index('--')\nfor f in a[:i]:\n    with open(f, 'w') as h:\n"
+    "        h.write(str(os.getpid()))\nos.execvp(a[i + 1], a[i + 1:])"
 )
 #: ``unshare`` options: own user (mapped to root), network, mount, PID, cgroup, IPC (System V
 #: shared memory dies with the kernel) and host-name namespaces; the kernel is PID 1 of its

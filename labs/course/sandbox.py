@@ -231,19 +231,21 @@ class Sandbox:
         :meth:`clock`); on a timeout or a flood the kernel is killed (the sandbox is spent)."""
         if not self.alive() or self.relay is None or not self.relay.alive():
             return CellResult("died", "the kernel is no longer running")
-        start = self.clock()
-        wall = time.monotonic() + BACKSTOP * timeout if self._cpu() is not None else 0
-        deadline = wall or time.monotonic() + timeout
+        wall0, cpu0 = time.monotonic(), self._cpu()
+        deadline = wall0 + (BACKSTOP * timeout if cpu0 is not None else timeout)
 
-        def over() -> bool:
-            return self.clock() - start >= timeout
+        def stop() -> bool:  # the cell's own CPU time is up, or the kernel died
+            cpu = self._cpu()
+            return (cpu is not None and cpu - cpu0 >= timeout * self.cpus) or not self.alive()
 
         request = json.dumps({"code": source}).encode() + b"\n"
-        if not self.relay.send(request, deadline, over):
-            self.kill()
-            return CellResult("timeout", f"timeout after {timeout:g} s")
-        head, out = self.relay.answer(deadline, over)
+        if self.relay.send(request, deadline, stop):
+            head, out = self.relay.answer(deadline, stop)
+        else:
+            head, out = None, b""
         if head is None:
+            if not self.alive():
+                return self._broken("")
             if not self.relay.alive():  # the relay ran out of memory: a message bomb
                 return self._broken("the kernel sent more than the relay could hold")
             self.kill()
@@ -260,9 +262,10 @@ class Sandbox:
         alive = self.alive()
         self.kill()
         if not alive:
-            oom = self.box is not None and self.box.out_of_memory()
-            why = f"out of memory (the limit is {self.memory / 2**30:g} GiB)" if oom else "crashed"
-            return CellResult("died", f"the kernel died ({why})")
+            if self.box is not None and self.box.out_of_memory():
+                limit = f"{self.memory / 2**30:g} GiB"
+                return CellResult("died", f"the kernel ran out of memory ({limit} per submission)")
+            return CellResult("died", "the kernel exited or crashed")
         return CellResult("flood", f"invalid: {why} (output limit {OUTPUT_LIMIT >> 20} MiB)")
 
     def kill(self) -> None:
