@@ -51,13 +51,13 @@ class Layout:
         """Make (v2: and delegate to) the folder boxes are created in; raise ``OSError`` if not."""
         if self.parent:
             return
+        for folder in set(self.own.values()):
+            for stale in folder.glob("labs-grade-*"):  # the boxes of graders that died
+                pid = stale.name.split("-")[2]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    _rmdir(stale)
         if self.version == 1:
             self.parent = dict(self.own)
-            for folder in set(self.own.values()):
-                for stale in folder.glob("labs-grade-*-*"):  # boxes of graders that died
-                    pid = stale.name.split("-")[2]
-                    if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                        _rmdir(stale)
             return
         own = self.own["cgroup"]
         parent = own / f"labs-grade-{os.getpid()}"
