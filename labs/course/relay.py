@@ -202,17 +202,22 @@ def main():
                 )
             if parent != cell["id"] or kind is None:
                 continue
-            if name == "shell":
-                if kind == "execute_reply":
-                    cell["reply"] = json.loads(content).get("status", "error")
-                continue
-            if kind != "status":
+            if name == "iopub" and kind != "status":  # counted before it is decoded
                 cell["size"] += len(content)
                 if cell["size"] > ch.limit:
                     cell["status"] = "flood"
                     cell["error"] = f"invalid: the cell printed more than {ch.limit >> 20} MiB"
                     continue
-            body = json.loads(content)
+            try:
+                body = json.loads(content)
+            except ValueError:  # signed but malformed: as good as a decoy
+                continue
+            if not isinstance(body, dict):
+                continue
+            if name == "shell":
+                if kind == "execute_reply":
+                    cell["reply"] = str(body.get("status", "error"))
+                continue
             if kind == "stream" and body.get("name") == "stdout":
                 cell["out"].append(str(body.get("text", "")).encode("utf-8", "replace"))
             elif kind == "error" and not cell["error"]:

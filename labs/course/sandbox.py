@@ -180,10 +180,10 @@ class Sandbox:
             self.proc.stdin.close()
             self.kernel_pid = self._find_kernel()
             self._start_relay(ipc, key, err_r)
-        except BaseException:
+        except BaseException as err:
             tail = read_some(err_r)
             os.close(err_r)
-            raise RuntimeError(f"the grading kernel did not start: {tail}") from None
+            raise RuntimeError(f"the grading kernel did not start ({err}): {tail}") from None
         os.close(err_r)
         self._zero = (time.monotonic(), self._cpu())
 
