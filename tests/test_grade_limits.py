@@ -106,7 +106,7 @@ def test_a_cpu_hog_beside_an_honest_classmate_costs_it_nothing(tmp_path):
     with Sandbox() as hog:
         assert hog.run(HOG, timeout=60).status == "ok"
         cpu0, wall0 = hog.box.cpu_seconds(), time.monotonic()
-        (result,) = grade_notebooks([honest], timeout=5, key=key)
+        (result,) = grade_notebooks([honest], timeout=20, key=key)
         share = (hog.box.cpu_seconds() - cpu0) / (time.monotonic() - wall0)
         assert len(hog.box.pids()) > 24  # the hog ran all along
     assert result.passed and result.status == "graded", result
@@ -212,3 +212,22 @@ def test_without_namespaces_or_cgroups_the_sandbox_says_what_is_off():
         assert int(r.stdout) == box.memory  # the rlimits stay
         r = box.run("while True:\n    pass", timeout=2)
         assert r.status == "timeout"  # and the deadlines (wall clock here)
+
+
+def test_the_grader_prints_one_note_naming_what_is_off(tmp_path):
+    from conftest import script
+    from labs.course.isolation import LIMITED, NAMESPACED, report
+    from notebook_factory import good_lab
+
+    _, key = write_lab_and_key(tmp_path / "solution", "lab99-note", good_lab())
+    sub = write(tmp_path / "s" / "lab99-note.ipynb", good_lab())
+    done = subprocess.run(
+        [script("labs-grade"), sub, "--key", key, "--no-isolation", "--results", "r.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    notes = [line for line in done.stdout.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "(turned off (--no-isolation))" in notes[0], notes
+    assert "no file-system allow-list, network, process or system-call isolation" in notes[0]
+    off = report(isolate=False)[1]  # the same, as a list for machine-readable results
+    assert off[: len(NAMESPACED)] == list(NAMESPACED) and set(off) <= {*NAMESPACED, *LIMITED}

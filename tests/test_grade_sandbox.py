@@ -225,11 +225,12 @@ def test_no_network_but_loopback_works(world):
         "import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=2)\n"
         "except OSError as err:\n    print(type(err).__name__)\n"
         "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
-        "socket.create_connection(s.getsockname(), timeout=2).close(); print('loopback')",
+        "socket.create_connection(s.getsockname(), timeout=2).close(); print('loopback')\n"
+        "print(socket.gethostname(), socket.gethostbyname(socket.gethostname()))",  # for gloo
         timeout=60,
     )
     assert r.status == "ok", r
-    assert r.stdout.split() == ["OSError", "loopback"]
+    assert r.stdout.split() == ["OSError", "loopback", "sandbox", "127.0.0.1"]
 
 
 def _sleepers(marker: str) -> list[int]:

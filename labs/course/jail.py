@@ -10,7 +10,9 @@ namespaces the kernel (PID 1 there) then
    (read-only bind mounts of the allow-listed folders, a copy of ``labs``, one writable ``tmpfs``,
    device files, its own ``/proc``) and moves into it with ``pivot_root``; the host's root is
    unmounted, so nothing else of the host can be reached by any path;
-2. brings up its own loopback interface (its network namespace has nothing else);
+2. brings up its own loopback interface (its network namespace has nothing else) and names
+   itself ``sandbox`` (its own UTS namespace; ``/etc/hosts`` resolves the name, as ``gloo``
+   needs);
 3. enters a nested user and mount namespace, which *locks* every mount (read-only stays
    read-only, nothing can be unmounted to reveal what lies beneath, even with capabilities);
 4. sets its rlimits (:func:`limit`), drops every capability, sets ``no_new_privs`` and installs
@@ -170,6 +172,7 @@ def main(spec):
     if spec["sealed"]:
         build(spec["steps"])
         loopback_up()
+        socket.sethostname(spec.get("hostname", "sandbox"))  # its own UTS namespace
         with open(spec["connection"], "w") as f:
             json.dump(spec["kernel"], f)
         lock()

@@ -27,11 +27,13 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["GRADE", "BOX", "WORK", "HOME", "IPC", "TMPFS_LIMIT", "plan", "allowed_folders"]
+__all__ = ["GRADE", "BOX", "WORK", "HOME", "IPC", "HOSTNAME", "TMPFS_LIMIT", "plan",
+           "allowed_folders"]  # fmt: skip
 
 GRADE = "/grade"  #: read-only; holds the kernel's copy of ``labs`` (first on ``PYTHONPATH``)
 BOX = "/sandbox"  #: the one writable tmpfs
 WORK, HOME, IPC = f"{BOX}/work", f"{BOX}/home", "/ipc"  #: working folder, HOME, the sockets
+HOSTNAME = "sandbox"  #: the kernel's host name (its own UTS namespace: not the machine's)
 TMPFS_LIMIT = 2**30  #: bytes the kernel may write (all files together, /dev/shm included)
 SYSTEM = ("/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/share/zoneinfo",
           "/bin", "/lib", "/lib32", "/lib64", "/libx32")  # fmt: skip
@@ -40,7 +42,7 @@ GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*")
 ETC = {
     "passwd": f"root:x:0:0:root:{HOME}:/bin/sh\nnobody:x:65534:65534:nobody:/:/usr/sbin/nologin\n",
     "group": "root:x:0:\nnogroup:x:65534:\n",
-    "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+    "hosts": f"127.0.0.1 localhost {HOSTNAME}\n::1 localhost\n",  # gloo resolves its host name
     "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
 }
 

@@ -161,7 +161,7 @@ class Sandbox:
         kernel = {"transport": "ipc", "ip": ipc, "key": key, "signature_scheme": "hmac-sha256",
                   "kernel_name": "", **ports}  # fmt: skip
         spec = {"sealed": self.sealed, "steps": steps, "connection": conn, "kernel": kernel,
-                "cwd": work, "limits": limits}  # fmt: skip
+                "cwd": work, "limits": limits, "hostname": rootfs.HOSTNAME}  # fmt: skip
         prefix = [shutil.which("unshare") or "unshare", *UNSHARE] if self.sealed else []
         setarch = shutil.which("setarch") if sys.platform.startswith("linux") else None
         if setarch:  # no address randomisation: hash(None) and ids agree with the reference run
