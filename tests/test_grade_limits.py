@@ -227,7 +227,7 @@ def test_the_grader_prints_one_note_naming_what_is_off(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     notes = [line for line in done.stdout.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and "(turned off (--no-isolation))" in notes[0], notes
+    assert len(notes) == 1 and "(turned off by --no-isolation)" in notes[0], notes
     assert "no file-system allow-list, network, process or system-call isolation" in notes[0]
     off = report(isolate=False)[1]  # the same, as a list for machine-readable results
     assert off[: len(NAMESPACED)] == list(NAMESPACED) and set(off) <= {*NAMESPACED, *LIMITED}

@@ -112,8 +112,8 @@ def _cgroups() -> str:
 
 def protections(isolate: bool = True, cgroups: bool = True) -> dict[str, str]:
     """Each protection (:data:`NAMESPACED` + :data:`LIMITED`) -> ``""`` if on here, else why not."""
-    ns = "turned off (--no-isolation)" if not isolate else _namespaces()
-    cg = "turned off" if not cgroups else _cgroups()
+    ns = "turned off by --no-isolation" if not isolate else _namespaces()
+    cg = "turned off by the caller" if not cgroups else _cgroups()
     return {**dict.fromkeys(NAMESPACED, ns), **dict.fromkeys(LIMITED, cg)}
 
 
