@@ -65,7 +65,7 @@ def main() -> None:
             graded_s.append(time.perf_counter() - t0)
             assert all(e.passed for e in result.exercises), result
     b, g = statistics.median(bare_s), statistics.median(graded_s)
-    print(f"isolation: {isolation_available() or 'user, PID, mount and network namespaces'}")
+    print(f"isolation: {isolation_available() or 'sealed'}")
     print(f"reference run (once per lab):      {ref_s:6.2f} s")
     print(f"bare kernel, run the cells:        {b:6.2f} s (median of {args.repeats})")
     print(f"graded in the sealed sandbox:      {g:6.2f} s (median of {args.repeats})")

@@ -65,8 +65,8 @@ The machinery under Part VIII -- :mod:`labs.dist`
     own distributed test suite on emulated ranks.
 Every lab -- :mod:`labs.course`
     the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
-    (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox``,
-    ``protect``, ``wrong_answers``.
+    (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox`` (with
+    ``rootfs``, ``jail``, ``seccomp``, ``cgroups``, ``relay``), ``protect``, ``wrong_answers``.
 """
 
 __version__ = "0.1.0"

@@ -4,9 +4,13 @@
 the exercise format (parse a lab, derive the student version); :mod:`labs.course.setup_cell` the
 first cell of every lab and :mod:`labs.course.colab` what it installs on Colab; :mod:`labs.course.release` writes the
 student notebooks and the answer keys (``labs-release``); :mod:`labs.course.key` the answer key and
-tamper detection.  Grading (``labs-grade``): :mod:`labs.course.isolation` and
-:mod:`labs.course.jail` seal each kernel in Linux namespaces with limits;
-:mod:`labs.course.sandbox` one sealed kernel per submission; :mod:`labs.course.reference` runs the
+tamper detection.  Grading (``labs-grade``): :mod:`labs.course.sandbox` one sealed kernel per
+submission, whose root :mod:`labs.course.rootfs` allow-lists and :mod:`labs.course.jail` builds
+in Linux namespaces, :mod:`labs.course.seccomp` confines (no capabilities, a system-call filter)
+and :mod:`labs.course.cgroups` limits (memory, processes, CPU); :mod:`labs.course.relay` and
+:mod:`labs.course.link` carry its messages within limits and deadlines;
+:mod:`labs.course.isolation` says which protections this machine has; :mod:`labs.course.tree`
+removes a kernel's folder however deep; :mod:`labs.course.reference` runs the
 key's solution once per lab in a trusted kernel to record the expected values;
 :mod:`labs.course.rewrite` turns a check cell into its reference and student versions;
 :mod:`labs.course.protect` and :mod:`labs.course.recorder` run them in a kernel and bring the

@@ -26,7 +26,6 @@ grade.
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from labs.course.reference import (
     reference_run,
 )
 from labs.course.results import ExerciseResult, NotebookResult, all_fail
-from labs.course.sandbox import Sandbox
+from labs.course.sandbox import Sandbox, cores
 from labs.course.verdict import judge
 
 __all__ = ["grade_notebook", "grade_notebooks"]
@@ -112,7 +111,6 @@ def grade_notebook(
         box.close()
         raise GraderError(f"{path}: could not start a kernel to grade it: {err}") from err
     try:
-        deadline = time.monotonic() + notebook_timeout
         halted = ""
         halted_status = "graded"
         for index, cell in enumerate(nb.cells):
@@ -123,7 +121,7 @@ def grade_notebook(
             tagged = any(str(t).startswith("exercise-") for t in cell.metadata.get("tags", []))
             if index not in check_at and tagged:
                 continue  # a check cell of a tampered exercise: never run the submission's copy
-            left = deadline - time.monotonic()
+            left = notebook_timeout - box.clock()  # the submission's own time, not a neighbour's
             if left <= 0:
                 halted, halted_status = (
                     f"not run: the notebook time limit of {notebook_timeout:g} s was reached "
@@ -264,6 +262,7 @@ def grade_notebooks(
     found is ``invalid`` (the others are still graded); ``on_done(result)`` is called as each one
     finishes (for progress bars).
     """
+    jobs = max(1, min(jobs, cores()))  # each kernel has a core (labs.course.sandbox)
     loaded: dict[str, Any] = {}
     keys: dict[str, Any] = {}
     for p in paths:

@@ -206,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         help="output file, .csv (one row per exercise) or .json (default: gradebook.csv with "
         "--class, grade-results.json otherwise)",
     )  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel")
+    parser.add_argument(
+        "--jobs", type=int, default=1,
+        help="submissions graded in parallel, one per CPU core at most (each kernel gets one)",
+    )  # fmt: skip
     parser.add_argument("--key", type=Path, help="answer key for every submission")
     parser.add_argument("--keys", type=Path, default=KEY_DIR, help="folder of answer keys")
     parser.add_argument(
