@@ -149,6 +149,8 @@ def test_a_model_is_retrieved_by_its_id(client):
         assert r.status_code == 404 and (err["param"], err["code"]) == ("model", "model_not_found")
         assert repr(other) in err["message"] or f"'{other}'" in err["message"]
     assert client.get("/v1/models/tiny-gpt").status_code == 401
+    counted = client.get("/metrics").text  # one bounded label for every id
+    assert 'llm_requests_total{endpoint="/v1/models/{model}",status="404"}' in counted
 
 
 def test_every_get_route_answers_head_without_a_body(client):
@@ -261,11 +263,15 @@ def test_seeds_are_int64_and_every_bit_counts():
     def draws(seed):
         return torch.rand(4, generator=request_generator(seed)).tolist()
 
+    def torch_draws(seed):
+        return torch.rand(4, generator=torch.Generator().manual_seed(seed)).tolist()
+
     pairs = [(0, 2**32), (-1, 2**63 - 1), (2**32, 2**33), (-(2**63), 0), (5, 5 + 2**40)]
+    assert all(torch_draws(a) == torch_draws(b) for a, b in pairs)  # the premise (Chapter 6)
     for a, b in pairs:  # equal in their low 32 bits: one stream for torch's CPU generator
         assert draws(a) != draws(b), (a, b)
     for seed in (0, 7, 2**32 - 1):  # below 2**32: manual_seed's stream, as before
-        assert draws(seed) == torch.rand(4, generator=torch.Generator().manual_seed(seed)).tolist()
+        assert draws(seed) == torch_draws(seed)
     for seed in (2**32, -1, 2**63 - 1, -(2**63)):
         assert draws(seed) == draws(seed)  # reproducible
         assert request_generator(seed).initial_seed() == seed % 2**64

@@ -159,9 +159,12 @@ def create_app(
     @get("/v1/models/{model:path}")
     async def model(model: str) -> dict:
         if model != model_name:
-            raise APIError(404, f"The model '{model}' does not exist; this server serves "
-                           f"'{model_name}'.", param="model", code="model_not_found")  # fmt: skip
+            raise no_such_model(model)
         return card
+
+    def no_such_model(name: str) -> APIError:
+        return APIError(404, f"The model '{name}' does not exist; this server serves "
+                        f"'{model_name}'.", param="model", code="model_not_found")  # fmt: skip
 
     @app.post("/v1/completions")
     async def completions(request: Request):
@@ -176,8 +179,7 @@ def create_app(
         raw = await read_body(request, max_body_bytes, body_timeout_s)
         body = P.parse_request(P.ChatCompletionRequest if chat else P.CompletionRequest, raw)
         if body.model not in (None, model_name):
-            raise APIError(404, f"The model '{body.model}' does not exist; this server serves "
-                           f"'{model_name}'.", param="model", code="model_not_found")  # fmt: skip
+            raise no_such_model(body.model)
         ids = _prompt_ids(engine, body, chat)
         n_new = _token_budget(body, chat, len(ids), engine.context_length, max_tokens_limit)
         loop = asyncio.get_running_loop()
@@ -210,7 +212,7 @@ def create_app(
                 engine.submit(req)
         except Overloaded as err:
             raise APIError(503, f"server overloaded: {err}", "server_error", code="overloaded",
-                             headers={"Retry-After": "1"}) from None  # fmt: skip
+                           headers={"Retry-After": "1"}) from None  # fmt: skip
         name, warn = model_name, P.ignored_fields_warning(body)
         if body.stream:
             opts = body.stream_options or P.StreamOptions()
@@ -232,7 +234,7 @@ def create_app(
         if req.finish_reason not in ("stop", "length"):
             raise failure(req)
         reply = completion_response(chat, name, req.text, req.finish_reason, len(ids),
-                                      len(req.output))  # fmt: skip
+                                    len(req.output))  # fmt: skip
         return JSONResponse(reply, headers=warn)
 
     return app

@@ -66,7 +66,7 @@ def failure(req: GenRequest) -> APIError:
     if req.finish_reason == "error":  # details go to the log, not to the client
         return APIError(500, "generation failed for this request", "server_error")
     return APIError(503, "the server is shutting down; retry", "server_error",
-                      code="shutting_down", headers={"Retry-After": "1"})  # fmt: skip
+                    code="shutting_down", headers={"Retry-After": "1"})  # fmt: skip
 
 
 def _sse(obj) -> str:
