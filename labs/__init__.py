@@ -24,10 +24,10 @@ Part III, Chapter 5 -- :mod:`labs.peft`
     ``codes`` the code tables (NF4 levels, 8-bit dynamic map).
 Part IV, Chapter 6 -- :mod:`labs.serving`
     an OpenAI-compatible service of the tiny GPT (``python -m labs.serving``): ``app``,
-    ``protocol``, ``chat``, ``stopping``, ``gate``, ``auth``, ``limits``, ``metrics``, ``engine``
-    (Chapter 10's engine), ``static``, ``replay``, ``batcher``, ``server``, ``loadgen``,
-    ``hf_tokenizer``; and ``hpa``, ``rollout``, ``rag``, ``feature_store``, ``storage``,
-    ``export``.
+    ``protocol``, ``errors``, ``replies``, ``chat``, ``stopping``, ``gate``, ``cors``, ``auth``,
+    ``limits``, ``metrics``, ``engine`` (Chapter 10's engine), ``seeding``, ``checkpoint``,
+    ``static``, ``replay``, ``batcher``, ``server``, ``loadgen``, ``hf_tokenizer``; and ``hpa``,
+    ``rollout``, ``rag``, ``feature_store``, ``storage``, ``export``.
 Part V, Chapter 7 -- :mod:`labs.prompting`
     ``tasks`` in-context task families, ``train`` a small model on them, ``evaluate`` few-shot
     accuracy, ``constrained`` decoding by masking logits.

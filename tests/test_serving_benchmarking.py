@@ -61,6 +61,8 @@ def test_transformers_loads_the_directory_offline(tmp_path, monkeypatch):
          {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "GPU?"}],
         [{"role": "developer", "content": "Terse."},
          {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+        [{"role": "system", "content": "S", "name": "cfg"}, {"role": "user", "content": "Hi", "name": "ann"},
+         {"role": "assistant", "content": "Yo", "name": "bot"}, {"role": "user", "content": "?"}],
     ]  # fmt: skip
     for messages in conversations:  # its chat template is the service's
         rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

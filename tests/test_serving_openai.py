@@ -49,11 +49,12 @@ def call(c, path: str, body: dict):
 
 
 def check_reply(body: dict, out, chat_api: bool) -> None:
-    """What a client of this body may rely on: the objects, usage, the vLLM extensions."""
-    limit = body.get("max_completion_tokens") or body.get("max_tokens") or 16
+    """What a client of this body may rely on: the objects, usage, the vLLM extensions, and
+    without a limit, 16 tokens (completions) or the rest of the context (chat)."""
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
     if not body.get("stream"):
         assert out["object"] == ("chat.completion" if chat_api else "text_completion")
-        n_out = out["usage"]["completion_tokens"]
+        n_out, n_prompt = out["usage"]["completion_tokens"], out["usage"]["prompt_tokens"]
     else:
         assert all("error" not in e for e in out), out[-1]
         kind = "chat.completion.chunk" if chat_api else "text_completion"
@@ -62,13 +63,16 @@ def check_reply(body: dict, out, chat_api: bool) -> None:
         if not opts.get("include_usage"):
             return
         assert out[-1]["choices"] == [] and out[-1]["usage"]["total_tokens"] > 0
-        n_out = out[-1]["usage"]["completion_tokens"]
+        n_out, n_prompt = out[-1]["usage"]["completion_tokens"], out[-1]["usage"]["prompt_tokens"]
         if opts.get("continuous_usage_stats"):  # vLLM: the usage so far, in every chunk
             seen = [e["usage"]["completion_tokens"] for e in out]
             assert seen == sorted(seen) and seen[-1] == n_out
         else:  # OpenAI: "usage": null in the others
             assert all(e["usage"] is None for e in out[:-1])
+    limit = asked or (128 - n_prompt if chat_api else 16)  # the context is 128 tokens
     assert n_out <= limit
+    if not asked and chat_api and not body.get("stop"):  # no end of turn from this model
+        assert n_out == limit
     if body.get("ignore_eos") and not body.get("stop"):
         assert n_out == limit
     assert n_out >= (body.get("min_tokens") or 0)
@@ -110,7 +114,7 @@ def test_the_recordings_cover_the_clients_and_what_failed_before():
 
 CHAT_FULL = {  # every optional field of the chat API at a value this server honours
     "model": "tiny-gpt", "max_tokens": 6, "max_completion_tokens": 6, "temperature": 0.8,
-    "top_p": 0.9, "stop": ["zz"], "seed": 3, "stream": False, "stream_options": {"include_usage": True},
+    "top_p": 0.9, "stop": ["zz"], "seed": 3, "stream": False, "stream_options": None,
     "n": 1, "user": "u-1", "frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {},
     "ignore_eos": False, "min_tokens": 0, "logprobs": False, "top_logprobs": 0, "tools": [],
     "tool_choice": "none", "functions": [], "function_call": "none", "parallel_tool_calls": True,
@@ -151,7 +155,7 @@ def test_content_parts_developer_role_names_and_empty_assistant_turns(client):
              {"role": "assistant", "content": None},
              {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
              {"role": "user", "content": "Go"}]  # fmt: skip
-    want = "Be brief.\nUser: Hi\nthere\nAssistant: \nAssistant: No.\nUser: Go\nAssistant:"
+    want = "Be brief.\nUser (ann): Hi\nthere\nAssistant: \nAssistant: No.\nUser: Go\nAssistant: "
     assert chat.chat_prompt(parts) == want  # parts joined with newlines, as vLLM does
     body = {"messages": parts, "max_tokens": 5, "temperature": 0}
     status, _, out = call(client, "/v1/chat/completions", body)
@@ -228,7 +232,7 @@ def test_prompt_as_token_ids_and_as_a_list_of_one_string(client):
 
 
 def test_unknown_fields_are_served_and_named_in_a_warning_header(client):
-    body = {"prompt": "Hi", "max_tokens": 3, "top_k": 5, "repetition_penalty": 1.1,
+    body = {"prompt": "Hi", "max_tokens": 3, "top_k": 5, "repetition_penalty": 1.1, "stream": True,
             "stream_options": {"include_usage": True, "frobnicate": 1}, "caf\u00e9\"": 1}  # fmt: skip
     r = client.post("/v1/completions", json=body, headers=H)
     assert r.status_code == 200
@@ -283,7 +287,7 @@ def test_the_chat_endpoint_ends_at_the_end_of_turn_unless_ignore_eos(model, monk
     eng = LLMEngine(model, max_batch=4)
     msgs = [{"role": "user", "content": "Hi"}]
     full = greedy(eng, chat.chat_prompt(msgs), 30).text
-    monkeypatch.setattr(app_mod, "CHAT_END_OF_TURN", full[4:6])  # an end of turn it will write
+    monkeypatch.setattr(app_mod, "CHAT_END_OF_TURN", (full[4:6],))  # an end of turn it writes
     app = create_app(LLMEngine(model, max_batch=4), [KEY], limiter=None)
     with TestClient(app) as c:
         body = {"messages": msgs, "max_tokens": 30, "temperature": 0}

@@ -34,9 +34,10 @@ CHAT_TEMPLATE = (
     "{%- else -%}{%- set text = m.content | selectattr('type', 'equalto', 'text')"
     " | map(attribute='text') | join('\\n') -%}{%- endif -%}"
     "{%- if m.role in ['system', 'developer'] -%}{{ text }}"
-    "{%- else -%}{{ m.role | capitalize }}: {{ text }}{%- endif -%}{{ '\\n' }}"
+    "{%- else -%}{{ m.role | capitalize }}{%- if m.name %} ({{ m.name }}){%- endif -%}: {{ text }}"
+    "{%- endif -%}{{ '\\n' }}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}Assistant:{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{ 'Assistant: ' }}{%- endif -%}"
 )
 
 

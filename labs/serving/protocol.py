@@ -25,56 +25,36 @@ read the way OpenAI reads them:
   Kubernetes uses) naming them, so a benchmark's request is served and its author can see what
   had no effect.
 
-Every problem is an :class:`APIError` (400 for a bad body, as OpenAI answers, not FastAPI's
-422) that the app turns into OpenAI's error object::
+How many tokens a request may generate when it does not say (:func:`default_max_tokens`):
+16 on the completions endpoint (OpenAI's documented default), and on the chat endpoint, as
+OpenAI and vLLM, no default limit: the answer runs to the end of its turn or of the context.
 
-    {"error": {"message": "...", "type": "invalid_request_error", "param": "top_p", "code": null}}
+Every problem is an :class:`~labs.serving.errors.APIError` (400 for a bad body, as OpenAI
+answers, not FastAPI's 422) that the app turns into OpenAI's error object, with ``param`` and
+``code`` as OpenAI sets them (:mod:`labs.serving.errors`).
 """
 
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from labs.serving.chat import ChatMessage, ContentError, chat_prompt
+from labs.serving.errors import APIError, from_validation_error
 
 __all__ = [
-    "APIError",
     "CompletionRequest",
     "ChatCompletionRequest",
     "parse_request",
+    "default_max_tokens",
     "ignored_fields_warning",
-    "completion_response",
-    "chunk",
-    "usage",
-    "error_body",
 ]
 
 INT64 = 2**63
-DEFAULT_MAX_TOKENS = 16  # without max_tokens, as OpenAI's completions API (and this server)
+COMPLETIONS_MAX_TOKENS = 16  # without max_tokens: OpenAI's documented default (completions)
 Penalty = Field(None, ge=-2.0, le=2.0)
-
-
-class APIError(Exception):
-    """An error answered as ``{"error": {...}}`` with an HTTP status (4xx, 5xx)."""
-
-    def __init__(self, status, message, type="invalid_request_error", param=None, code=None,
-                 headers=None):  # fmt: skip
-        super().__init__(message)
-        self.status, self.message, self.type = status, message, type
-        self.param, self.code, self.headers = param, code, headers or {}
-
-    def body(self) -> dict:
-        return error_body(self.message, self.type, self.param, self.code)
-
-
-def error_body(message: str, type: str, param: str | None = None, code: str | None = None):
-    """OpenAI's error object."""
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
 class _Open(BaseModel):  # strict types; unknown keys kept in model_extra, reported, ignored
@@ -90,9 +70,8 @@ class StreamOptions(_Open):
 class _Sampling(_Open):
     _input: str | list[int] = PrivateAttr("")  # set by parse_request
     model: str | None = Field(None, max_length=256)
-    max_tokens: int | None = Field(None, ge=1, le=INT64 - 1)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_p: float | None = Field(None, ge=0.0, le=1.0)  # 0: the most likely token (greedy)
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=-INT64, le=INT64 - 1)
     stream: bool | None = None
@@ -108,8 +87,15 @@ class _Sampling(_Open):
 
     def stops(self) -> tuple[str, ...]:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        if len(stop) > 4 or not all(1 <= len(s) <= 32 for s in stop):
-            raise APIError(400, "stop: at most 4 strings of 1 to 32 characters", param="stop")
+        if len(stop) > 4:
+            raise APIError(400, f"Invalid 'stop': array too long. Expected an array with maximum "
+                           f"length 4, but got an array with length {len(stop)} instead.",
+                           param="stop", code="array_above_max_length")  # fmt: skip
+        for i, s in enumerate(stop):
+            if not 1 <= len(s) <= 32:
+                where = "stop" if isinstance(self.stop, str) else f"stop[{i}]"
+                raise APIError(400, f"Invalid '{where}': a stop string has 1 to 32 characters, "
+                               f"got {len(s)}.", param=where, code="invalid_value")  # fmt: skip
         return tuple(stop)
 
     @property
@@ -117,10 +103,14 @@ class _Sampling(_Open):
         """The one prompt the model continues: text (chat: the template applied) or token ids."""
         return self._input
 
-    def new_tokens(self) -> int:
-        """``max_completion_tokens`` (chat), else ``max_tokens``, else :data:`DEFAULT_MAX_TOKENS`."""
-        given = getattr(self, "max_completion_tokens", None) or self.max_tokens
-        return given or DEFAULT_MAX_TOKENS
+    @property
+    def asked_tokens(self) -> tuple[str, int] | None:
+        """``(field, value)`` of the limit the client sent (chat: ``max_completion_tokens``
+        first), or None when it sent none."""
+        for name in ("max_completion_tokens", "max_tokens"):
+            if getattr(self, name, None) is not None:
+                return name, getattr(self, name)
+        return None
 
     @property
     def sampling(self) -> tuple[float, float]:
@@ -133,6 +123,7 @@ class CompletionRequest(_Sampling):
     """The body of ``POST /v1/completions``."""
 
     prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(None, ge=0, le=INT64 - 1)  # 0: an empty completion
     best_of: int | None = Field(None, ge=1, le=INT64 - 1)
     echo: bool | None = None
     logprobs: int | None = Field(None, ge=0, le=5)
@@ -143,6 +134,7 @@ class ChatCompletionRequest(_Sampling):
     """The body of ``POST /v1/chat/completions``."""
 
     messages: list[ChatMessage] = Field(min_length=1, max_length=64)
+    max_tokens: int | None = Field(None, ge=1, le=INT64 - 1)
     max_completion_tokens: int | None = Field(None, ge=1, le=INT64 - 1)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
@@ -194,14 +186,22 @@ CANNOT: dict[str, tuple[Any, str]] = {
 }
 
 
+def _shown(value) -> str:
+    """A refused value in a message: itself when short, else what it is, never a cut piece."""
+    text = json.dumps(value)
+    if len(text) <= 80:
+        return text
+    kind = {list: "an array", dict: "an object", str: "a string"}.get(type(value), "a value")
+    return f"{kind} of length {len(value)}"
+
+
 def _refuse_what_cannot_be_honoured(body: _Sampling) -> None:
     for name, (neutral, default) in CANNOT.items():
         value = getattr(body, name, None)
         if value is not None and not neutral(value):
-            shown = json.dumps(value)[:60]
-            raise APIError(400, f"Unsupported value: '{name}' does not support {shown} with "
-                           f"this model. Only the default ({default}) is supported.", param=name,
-                           code="unsupported_value")  # fmt: skip
+            raise APIError(400, f"Unsupported value: '{name}' does not support {_shown(value)} "
+                           f"with this model. Only the default ({default}) is supported.",
+                           param=name, code="unsupported_value")  # fmt: skip
 
 
 def parse_request(kind: type[_Sampling], raw: bytes) -> _Sampling:
@@ -209,32 +209,37 @@ def parse_request(kind: type[_Sampling], raw: bytes) -> _Sampling:
     try:
         body = kind.model_validate_json(raw or b"null")
     except ValidationError as err:
-        first = err.errors(include_input=False, include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        if first["type"] == "json_invalid":
-            raise APIError(400, "the body is not valid JSON", param=None) from None
-        raise APIError(400, f"{where}: {first['msg']}", param=where.split(".")[0]) from None
+        raise from_validation_error(err) from None
     _refuse_what_cannot_be_honoured(body)
     body.stops()
+    if body.stream_options is not None and not body.stream:
+        raise APIError(400, "The 'stream_options' parameter is only allowed when 'stream' is "
+                       "enabled.", param="stream_options", code="invalid_value")  # fmt: skip
     if isinstance(body, ChatCompletionRequest):
         try:
             body._input = chat_prompt(body.messages)
         except ContentError as err:
-            raise APIError(400, str(err), param=err.param, code="unsupported_value") from None
+            raise APIError(400, str(err), param=err.param, code=err.code) from None
     else:
         prompt = body.prompt
         many = isinstance(prompt, list) and not (prompt and isinstance(prompt[0], int))
         prompts = prompt if many else [prompt]  # strings, or lists of token ids
         if len(prompts) != 1:
-            raise APIError(400, f"prompt: one prompt per request, got {len(prompts)}",
-                           param="prompt")  # fmt: skip
+            raise APIError(400, f"Unsupported value: 'prompt' holds {len(prompts)} prompts; "
+                           "this server takes one prompt per request.", param="prompt",
+                           code="unsupported_value")  # fmt: skip
         if len(prompts[0]) == 0:
-            raise APIError(400, "prompt: empty", param="prompt")
+            raise APIError(400, "Invalid 'prompt': empty.", param="prompt", code="invalid_value")
         body._input = prompts[0]
-    if (body.min_tokens or 0) > body.new_tokens():
-        raise APIError(400, f"min_tokens: {body.min_tokens} is more than max_tokens "
-                       f"({body.new_tokens()})", param="min_tokens")  # fmt: skip
-    return body
+    return body  # what the context allows is checked with the prompt's tokens (app)
+
+
+def default_max_tokens(chat: bool, room: int, limit: int) -> int:
+    """Tokens a request may generate when it sent no limit: 16 on the completions endpoint
+    (OpenAI's documented default); on the chat endpoint, what the context leaves after the
+    prompt (``room``), at most the server's ``limit`` -- the answer ends at the end of its turn
+    (or of the context), as OpenAI and vLLM generate without a default cap."""
+    return min(COMPLETIONS_MAX_TOKENS, limit) if not chat else max(0, min(room, limit))
 
 
 def ignored_fields(body: BaseModel) -> list[str]:
@@ -244,6 +249,8 @@ def ignored_fields(body: BaseModel) -> list[str]:
         names += [f"stream_options.{k}" for k in body.stream_options.model_extra or {}]
     for i, m in enumerate(getattr(body, "messages", None) or []):
         names += [f"messages[{i}].{k}" for k in m.model_extra or {}]
+        if m.name is not None and m.role in ("system", "developer"):  # see chat.chat_prompt
+            names.append(f"messages[{i}].name")
     return names
 
 
@@ -257,41 +264,3 @@ def ignored_fields_warning(body: BaseModel) -> dict[str, str]:
             for n in names[:8]]  # fmt: skip
     more = f" and {len(names) - 8} more" if len(names) > 8 else ""
     return {"Warning": f'299 - "unsupported fields ignored: {", ".join(safe)}{more}"'}
-
-
-def completion_response(chat: bool, model: str, text: str, finish: str, n_prompt: int,
-                        n_out: int) -> dict:  # fmt: skip
-    """A ``text_completion`` or ``chat.completion`` object with its usage."""
-    choice = {"index": 0, "finish_reason": finish, "logprobs": None}
-    if chat:
-        choice["message"] = {"role": "assistant", "content": text}
-    else:
-        choice["text"] = text
-    return {
-        "id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24],
-        "object": "chat.completion" if chat else "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [choice],
-        "usage": usage(n_prompt, n_out),
-    }
-
-
-def usage(n_prompt: int, n_out: int) -> dict:
-    return {"prompt_tokens": n_prompt, "completion_tokens": n_out,
-            "total_tokens": n_prompt + n_out}  # fmt: skip
-
-
-def chunk(chat: bool, rid: str, model: str, created: int, text: str | None,
-          finish: str | None = None, role: bool = False) -> dict:  # fmt: skip
-    """One streamed chunk (``text_completion`` or ``chat.completion.chunk``)."""
-    choice: dict = {"index": 0, "finish_reason": finish, "logprobs": None}
-    if chat:
-        delta = {"role": "assistant"} if role else {}
-        if text is not None:
-            delta["content"] = text
-        choice["delta"] = delta
-    else:
-        choice["text"] = text or ""
-    obj = "chat.completion.chunk" if chat else "text_completion"
-    return {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}

@@ -3,8 +3,8 @@
 A request ends at ``max_new_tokens`` (``finish_reason="length"``) or earlier, with
 ``finish_reason="stop"``, at the first *stop string* (the client's ``stop``) or at the model's
 *end of sequence*. The tiny GPT's vocabulary (newline and printable ASCII) has no end-of-sequence
-token, so its end of sequence is a string too: the chat template's end of turn, ``"\\nUser:"``,
-where the model starts writing the user's next line. Two of vLLM's sampling parameters, which
+token, so its end of sequence is a string too: the chat template's end of turn, where the model
+starts writing the user's next line (``"\\nUser:"``, or ``"\\nUser ("`` for a named user). Two of vLLM's sampling parameters, which
 benchmarks send, change this, with vLLM's meaning:
 
 * ``ignore_eos``: the end of sequence does not end the request; it runs to ``max_new_tokens``
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 __all__ = ["CHAT_END_OF_TURN", "stop_strings", "visible_text"]
 
-CHAT_END_OF_TURN = "\nUser:"  # the tiny GPT's end of sequence on the chat endpoint
+CHAT_END_OF_TURN = ("\nUser:", "\nUser (")  # the starts of a user line: the chat's end of turn
 
 
 def stop_strings(stop: tuple[str, ...], eos: tuple[str, ...], ignore_eos: bool) -> tuple[str, ...]:

@@ -90,7 +90,9 @@ def text_of(b):
 
 
 C, H = "/v1/completions", "/v1/chat/completions"
-LONG = "a b " * 28  # 112 characters: with the chat template over 128 - 16 tokens
+# 104 characters: with the chat template's 18, a 122-token prompt that fits the 128-token context
+# but leaves fewer than 16 tokens (the first run sent 112, a 129/130-token prompt that cannot fit)
+LONG = "a b " * 26
 
 # (id, endpoint, body, expected per OpenAI's reference, judge, severity if it fails)
 CASES = [
