@@ -10,17 +10,16 @@ A check cell of a lab stays what students and the book run::
 * the **reference** version (``student=False``) runs in a trusted kernel on the key's own
   solution, once per lab, and records every argument of every assertion (expected values,
   tolerances, ``what``);
-* the **student** version keeps only the *got* argument of each assertion
-  (``check.equal(matmul_flops(2, 3, 4))``): expected values, tolerances and messages are never
-  computed in the submission's kernel, and assignments that only fed them are dropped (unless
-  another cell reads the name, or the value may draw random numbers, which would shift the
-  inputs that follow), as are the items of a literal ``for`` list and the arguments of a helper
-  defined in the check that only fed them.
+* the **student** version keeps only the student's side of each assertion (:data:`METHODS`: the
+  first argument, both arrays of ``shares_memory``, the function and its arguments of ``raises``):
+  ``check.equal(matmul_flops(2, 3, 4))``.  Expected values, exception types, patterns, tolerances
+  and messages are never computed in the submission's kernel, and everything that only fed them
+  is dropped too: assignments, helper functions and classes the check defines, the items of a
+  literal ``for`` list, the arguments of a helper that only fed them.
 
-In both, ``check.true(a == b)`` becomes ``check.compare(a, b, "Eq")`` so that the comparison is
-made by the grader on plain data, not by an ``__eq__`` the submission defined, and the body of
-``with exercise(...) as check:`` runs only ``if check.runs`` (``needs=`` may make it not
-applicable).
+Both keep the body of ``with exercise(...) as check:`` under ``if check.runs`` (``needs=`` may
+make it not applicable).  No assertion takes a condition: a comparison is the grader's
+(:mod:`labs.course.verdict`), made on the values the kernel returns.
 """
 
 from __future__ import annotations
@@ -28,18 +27,16 @@ from __future__ import annotations
 import ast
 import threading
 
-__all__ = ["rewrite", "loaded_names", "METHODS", "OPS", "CHECKS_MODULES"]
+__all__ = ["rewrite", "loaded_names", "METHODS", "CHECKS_MODULES"]
 
-METHODS = ("equal", "close", "true", "between", "raises")
+#: the assertions of :class:`labs.course.checks.Check`: how many leading arguments are the
+#: student's (``raises``: the function and its arguments, after the exception type)
+METHODS = {
+    "equal": 1, "close": 1, "between": 1, "instance": 1, "props": 1, "uses": 1,
+    "shares_memory": 2, "raises": 0,
+}  # fmt: skip
 CHECKS_MODULES = ("labs.course.checks", "labs.checks")
 _CHECKS_NAMES = ("exercise", "Check", "CheckFailure", "ReferenceUsed")
-OPS = {
-    ast.Eq: "Eq", ast.NotEq: "NotEq", ast.Lt: "Lt", ast.LtE: "LtE", ast.Gt: "Gt", ast.GtE: "GtE",
-    ast.In: "In", ast.NotIn: "NotIn",
-}  # fmt: skip
-
-#: an assignment whose value mentions one of these may draw random numbers: never dropped
-_RANDOM_HINTS = ("rand", "rng", "seed", "normal", "sample", "shuffle", "choice", "perm", "gen")
 
 
 _PARSE_LOCK = threading.Lock()
@@ -105,26 +102,17 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Call(self, node):  # noqa: N802
         self.generic_visit(node)
-        if not _is_check_call(node, self.receivers):
+        if not self.student or not _is_check_call(node, self.receivers):
             return node
         method, args = node.func.attr, node.args
-        if not args or any(isinstance(a, ast.Starred) for a in args[:2]):
-            return node
-        got = args[0]
-        if method == "true" and isinstance(got, ast.Compare) and len(got.ops) == 1:
-            op = OPS.get(type(got.ops[0]))
-            if op is not None:
-                node.func.attr = "compare"
-                node.args = [got.left, got.comparators[0], ast.Constant(op), *args[1:]]
-                if self.student:
-                    node.args, node.keywords = node.args[:3], []
-                return node
-        if self.student:
-            if method == "raises":
+        if method == "raises":
+            if args:
                 node.args = [ast.Constant(None), *args[1:]]
-                node.keywords = [k for k in node.keywords if k.arg != "what"]
-            else:
-                node.args, node.keywords = [got], []
+            node.keywords = [k for k in node.keywords if k.arg not in ("what", "match")]
+            return node
+        if any(isinstance(a, ast.Starred) for a in args):
+            return node
+        node.args, node.keywords = args[: METHODS[method]], []
         return node
 
 
@@ -143,11 +131,8 @@ def loaded_names(sources: list[str]) -> set[str]:
     return names
 
 
-def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
-    """Drop assignments whose names nothing reads any more (they only fed expected values)."""
-
-    def targets(stmt) -> list[ast.AST]:
-        return stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+def _assigned(stmt: ast.stmt) -> list[str] | None:
+    """The names an assignment or definition binds, or ``None`` when it binds anything else."""
 
     def names(t) -> list[str] | None:
         if isinstance(t, ast.Name):
@@ -157,25 +142,40 @@ def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
             return None if any(o is None for o in out) else [n for o in out for n in o]
         return None
 
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [stmt.name]
+    if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+        found = [
+            names(t) for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        ]
+        return None if any(f is None for f in found) else [n for f in found for n in f]
+    return None
+
+
+def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
+    """Drop assignments and definitions whose names nothing reads any more (they only fed
+    expected values), until nothing changes."""
     changed = True
     while changed:
         changed = _drop_unused_loop_items(tree, keep) | _drop_unused_arguments(tree, keep)
         used = _loaded(tree) | keep
         for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):  # its methods are reached through its objects
+                continue
             for field in ("body", "orelse", "finalbody"):
                 stmts = getattr(node, field, None)
                 if not isinstance(stmts, list):
                     continue
                 kept = []
                 for stmt in stmts:
-                    if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
-                        found = [names(t) for t in targets(stmt)]
-                        text = ast.unparse(stmt.value).lower()
-                        if (
-                            all(f is not None for f in found)
-                            and not any(n in used for f in found for n in f)
-                            and not any(h in text for h in _RANDOM_HINTS)
-                        ):
+                    bound = _assigned(stmt)
+                    if bound is not None:
+                        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                            inside = _loaded(stmt) - _loaded_outside(tree, stmt)
+                            live = used - inside | keep
+                        else:
+                            live = used
+                        if not any(n in live for n in bound):
                             changed = True
                             continue
                     kept.append(stmt)
@@ -183,9 +183,36 @@ def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
                     setattr(node, field, kept or [ast.Pass()])
 
 
-def _may_draw(node: ast.AST) -> bool:
-    text = ast.unparse(node).lower()
-    return any(h in text for h in _RANDOM_HINTS)
+def _loaded_outside(tree: ast.AST, skip: ast.AST) -> set[str]:
+    """Names read in ``tree`` outside the subtree ``skip``."""
+    out: set[str] = set()
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if node is skip:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _literal_items(tree: ast.Module, it: ast.AST, keep: set[str]) -> list | None:
+    """The items of a literal list or tuple a ``for`` runs over: written in place, or the value
+    of the one assignment to a name that only this loop reads."""
+    if isinstance(it, ast.List | ast.Tuple):
+        return it.elts
+    if not isinstance(it, ast.Name) or it.id in keep:
+        return None
+    reads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == it.id]
+    sets = [
+        a for a in ast.walk(tree)
+        if isinstance(a, ast.Assign) and len(a.targets) == 1
+        and isinstance(a.targets[0], ast.Name) and a.targets[0].id == it.id
+    ]  # fmt: skip
+    if len(reads) == 2 and len(sets) == 1 and isinstance(sets[0].value, ast.List | ast.Tuple):
+        return sets[0].value.elts
+    return None
 
 
 def _drop_unused_loop_items(tree: ast.Module, keep: set[str]) -> bool:
@@ -197,7 +224,7 @@ def _drop_unused_loop_items(tree: ast.Module, keep: set[str]) -> bool:
         if not (isinstance(node, ast.For) and isinstance(node.target, ast.Tuple)):
             continue
         names = node.target.elts
-        items = node.iter.elts if isinstance(node.iter, ast.List | ast.Tuple) else None
+        items = _literal_items(tree, node.iter, keep)
         if (
             not all(isinstance(n, ast.Name) for n in names)
             or not items
@@ -205,16 +232,12 @@ def _drop_unused_loop_items(tree: ast.Module, keep: set[str]) -> bool:
                        and not any(isinstance(e, ast.Starred) for e in i.elts) for i in items)
         ):  # fmt: skip
             continue
-        drop = [
-            k
-            for k, n in enumerate(names)
-            if n.id not in used and not any(_may_draw(i.elts[k]) for i in items)
-        ]
+        drop = [k for k, n in enumerate(names) if n.id not in used]
         if not drop:
             continue
         if len(drop) == len(names):  # keep the number of iterations, nothing else
             node.target = ast.Name("_", ast.Store())
-            node.iter.elts = [ast.Constant(None) for _ in items]
+            items[:] = [ast.Constant(None) for _ in items]
         else:
             node.target.elts = [n for k, n in enumerate(names) if k not in drop]
             for i in items:
@@ -250,16 +273,15 @@ def _drop_unused_arguments(tree: ast.Module, keep: set[str]) -> bool:
             if isinstance(arg, ast.Starred):
                 break
             if k < len(params[name]) and params[name][k] in dead:
-                if not (isinstance(arg, ast.Constant) and arg.value is None) and not _may_draw(arg):
+                if not (isinstance(arg, ast.Constant) and arg.value is None):
                     node.args[k] = ast.Constant(None)
                     changed = True
         for kw in node.keywords:
             if kw.arg in dead and not (
                 isinstance(kw.value, ast.Constant) and kw.value.value is None
             ):
-                if not _may_draw(kw.value):
-                    kw.value = ast.Constant(None)
-                    changed = True
+                kw.value = ast.Constant(None)
+                changed = True
     return changed
 
 

@@ -70,6 +70,9 @@ class Sandbox:
             submission cannot read or rewrite another); folders that hold Python, the sandbox
             or the home folder are never hidden.
         startup_timeout: seconds to wait for the kernel to answer.
+        labs_root: a folder containing the ``labs`` package the kernel imports (default: the
+            grader's own; a submission's kernel gets the key's sealed copy,
+            :func:`labs.course.sealed_labs.seal`).
     """
 
     def __init__(
@@ -78,9 +81,11 @@ class Sandbox:
         hide=(),
         startup_timeout: float = 60,
         memory: int = MEMORY_LIMIT,
+        labs_root: Path | None = None,
     ):
         self.isolation = isolation_available() if isolate else "isolation turned off"
         self.memory = memory
+        self.labs_root = Path(labs_root) if labs_root is not None else PACKAGE_DIR.parent
         self.extra_hide = [Path(h) for h in hide]
         self.startup_timeout = startup_timeout
         self.dir: Path | None = None
@@ -113,7 +118,10 @@ class Sandbox:
         work, tmp, home = self.dir / "work", self.dir / "tmp", self.dir / "home"
         for folder in (work, tmp, home):
             folder.mkdir()
-        shutil.copytree(PACKAGE_DIR, self.package_dir, ignore=shutil.ignore_patterns("*.egg-info"))
+        shutil.copytree(
+            self.labs_root / "labs", self.package_dir,
+            ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
+        )  # fmt: skip
         conn, _ = write_connection_file(
             str(self.dir / "kernel.json"),
             ip=str(self.dir / "k"),
