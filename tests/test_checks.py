@@ -153,7 +153,8 @@ def test_a_forbidden_reference_becomes_a_failure_of_the_exercise():
 
 def test_exercise_needing_a_missing_component_is_not_applicable(capsys):
     """``needs=`` a missing module: one N/A line naming it and how to install it, no failure."""
-    from labs.course.checks import exercise, missing_components
+    from labs.course.checks import exercise
+    from labs.course.needs import missing_components
 
     assert missing_components(["math", "no_such_module_xyz", "no-such-executable"]) == [
         "no_such_module_xyz",

@@ -10,7 +10,7 @@ When every assertion holds, the block prints one line saying what was verified::
     PASS exercise 1: FLOPs of a matrix product — 1 check: matmul_flops(2, 3, 4)
 
 Every assertion compares the student's value (first) with an expected one: ``equal``, ``close``,
-``between``, ``raises`` (the exception's type, and its message when ``match=`` is given),
+``one_of`` (ties: any of several answers), ``between``, ``raises`` (the exception's type, and its message when ``match=`` is given),
 ``instance`` (an ``isinstance`` test), ``props`` (type, dtype, shape, strides, ``requires_grad``,
 ``is_leaf``, device, contiguity), ``shares_memory`` (whether two arrays or tensors alias) and
 ``uses`` (names a function's code refers to).  There
@@ -25,8 +25,7 @@ arrays and tensors: shape, dtype and the first element that differs).  An exerci
 a stub (it raises ``NotImplementedError``) is reported as "not implemented yet"; any other error
 raised inside the block is reported as a failure of that exercise, and so is a block in which no
 assertion ran (a check that cannot fail).  An exercise that needs an optional component
-(``exercise(6, "Triton kernel", needs=["triton"])``: a module name, ``"cuda"`` for a GPU, or an
-executable such as ``"redis-server"``) prints one ``N/A exercise 6: ... needs triton (install: ...)``
+(``exercise(6, "Triton kernel", needs=["triton"])``, see :mod:`labs.course.needs`) prints one ``N/A exercise 6: ... needs triton (install: ...)``
 line instead when the component is missing, and the grader marks it *not applicable*.  While
 grading, the reference implementations the answer key forbids raise :class:`ReferenceUsed`
 (:mod:`labs.course.sealed_labs`), which fails the exercise too.
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from labs.course.needs import INSTALL_HINTS, missing_components
 from labs.course.plaindata import facts, qualname
 from labs.course.values import (
     PROPS,
@@ -49,56 +49,12 @@ from labs.course.values import (
     first_difference,
     norm_prop,
     overlaps,
+    short,
     tensor_like,
     to_numpy,
 )
 
-__all__ = [
-    "CheckFailure",
-    "ReferenceUsed",
-    "Check",
-    "exercise",
-    "missing_components",
-    "INSTALL_HINTS",
-]
-
-#: How to get each optional component an exercise may need (shown in the N/A line).
-INSTALL_HINTS = {
-    "triton": "pip install triton (Linux; on a CPU Triton runs in its interpreter)",
-    "bitsandbytes": "pip install bitsandbytes",
-    "cuda": "a machine with an NVIDIA GPU and a CUDA build of torch (e.g. Google Colab's GPU runtime)",
-    "redis-server": "apt-get install redis-server (Debian/Ubuntu) or brew install redis (macOS)",
-}
-
-
-def missing_components(needs: list[str] | tuple[str, ...] | None) -> list[str]:
-    """The entries of ``needs`` that this machine lacks, in order.
-
-    An entry is ``"cuda"`` (a usable CUDA device), the name of an executable on ``PATH`` (it
-    contains a ``-`` or ends in ``-server``), or otherwise an importable module name.
-    """
-    import importlib.util
-    import shutil
-
-    missing = []
-    for name in needs or ():
-        if name == "cuda":
-            try:
-                import torch
-
-                ok = bool(torch.cuda.is_available())
-            except ImportError:
-                ok = False
-        elif "-" in name:
-            ok = shutil.which(name) is not None
-        else:
-            try:
-                ok = importlib.util.find_spec(name) is not None
-            except (ImportError, ValueError):
-                ok = False
-        if not ok:
-            missing.append(name)
-    return missing
+__all__ = ["CheckFailure", "ReferenceUsed", "Check", "exercise"]
 
 
 class CheckFailure(AssertionError):
@@ -213,6 +169,12 @@ class Check:
                 f"{what}: {want}, got {describe(got)}{first_difference(g, e, bad)}{worst} "
                 f"(tolerance rtol={rtol:g}, atol={atol:g})"
             )
+        self._ok(what)
+
+    def one_of(self, got: Any, allowed: list, what: str) -> None:
+        """Fail unless ``got`` equals one of ``allowed`` (several answers tie, any is right)."""
+        if not any(_equal(got, a)[0] for a in allowed):
+            self._fail(f"{what}: expected one of {short(list(allowed))}, got {describe(got)}")
         self._ok(what)
 
     def between(self, got: Any, low: float, high: float, what: str) -> None:

@@ -50,6 +50,7 @@ __all__ = [
 
 KEY_DIR = REPO_ROOT / "instructor" / "keys"
 FORMAT = 3
+USES_REFERENCES = "uses-references"  #: the tag of cells the grader does not run
 _CHECK_TAG = re.compile(r"^exercise-(\d+)$")
 _LAB_NAME = re.compile(r"lab(\d+)", re.IGNORECASE)
 _REF_NAME = re.compile(r"^labs(\.[A-Za-z_]\w*)+$")
@@ -269,15 +270,17 @@ class Step:
 def plan(nb: Any, key: dict[str, Any], checks: dict[int, list[int]]) -> list[Step]:
     """What to run for a submission, given its intact exercises' check cells (:func:`compare`):
     its code cells in order, the key's check in place of each intact check cell, that exercise's
-    graded variants right after its last one; check cells of tampered exercises are not run."""
+    graded variants right after its last one; check cells of tampered exercises are not run, nor
+    cells tagged ``uses-references`` (they show a reference implementation at work, which the
+    submission's kernel does not have)."""
     at = {i: (num, k) for num, cells in checks.items() for k, i in enumerate(cells)}
     steps = []
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
         if index not in at:
-            tags = cell.get("metadata", {}).get("tags", []) or []
-            if not any(_CHECK_TAG.match(str(t)) for t in tags):
+            tags = [str(t) for t in cell.get("metadata", {}).get("tags", []) or []]
+            if not any(_CHECK_TAG.match(t) for t in tags) and USES_REFERENCES not in tags:
                 steps.append(Step(index, cell.get("source", "")))
             continue
         num, k = at[index]

@@ -10,7 +10,8 @@ like this (see CONTRIBUTING.md):
   right after them: the same assertions on inputs the student never sees, run by the book and by
   the grader, absent from the student notebook (so a visible literal or formula cannot stand in
   for the student's answer);
-* later cells that use exercise N's result are tagged ``uses-exercise-N``.
+* later cells that use exercise N's result are tagged ``uses-exercise-N``; cells that show a
+  reference implementation at work (which a graded kernel does not have) ``uses-references``.
 
 :func:`parse_lab` checks all of this and returns where each exercise lives; every problem raises
 :class:`NotebookError` naming the notebook, the cell and what to do.  :func:`student_version`
@@ -222,11 +223,13 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
                 f"{_cell_name(path, first, nb.cells[first])}: exercise {num} has a solution but no "
                 f"check cell; tag the cell that checks it 'exercise-{num}'"
             )
-    for num, ex in exercises.items():
-        if ex.graded_cells and not ex.check_cells:
+    special = {i for ex in exercises.values() for i in (*ex.solution_cells, *ex.check_cells,
+                                                         *ex.graded_cells)}  # fmt: skip
+    for index, cell in enumerate(nb.cells):
+        if "uses-references" in _tags(cell) and (index in special or cell.cell_type != "code"):
             raise NotebookError(
-                f"{_cell_name(path, ex.graded_cells[0], nb.cells[ex.graded_cells[0]])}: tagged "
-                f"graded-exercise-{num}, but exercise {num} has no check cell (tag exercise-{num})"
+                f"{_cell_name(path, index, cell)}: uses-references marks an ordinary code cell "
+                "(the grader skips it), not a solution, check or graded cell"
             )
     for num, cells in uses.items():
         if num not in exercises:

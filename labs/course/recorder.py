@@ -65,6 +65,9 @@ class _Check:
     def close(self, got, *args, **kwargs):
         self._record("close", got, args, kwargs)
 
+    def one_of(self, got, *args, **kwargs):
+        self._record("one_of", got, args, kwargs)
+
     def between(self, got, *args, **kwargs):
         self._record("between", got, args, kwargs)
 
@@ -103,7 +106,7 @@ class exercise:  # noqa: N801 - the name the check cells use
 
     def _missing(self):
         # Only in the trusted reference kernel: the same test and words as the book's checks.
-        from labs.course.checks import INSTALL_HINTS, missing_components
+        from labs.course.needs import INSTALL_HINTS, missing_components
 
         missing = missing_components(self.needs)
         if not missing:

@@ -32,7 +32,7 @@ __all__ = ["rewrite", "loaded_names", "METHODS", "CHECKS_MODULES"]
 #: the assertions of :class:`labs.course.checks.Check`: how many leading arguments are the
 #: student's (``raises``: the function and its arguments, after the exception type)
 METHODS = {
-    "equal": 1, "close": 1, "between": 1, "instance": 1, "props": 1, "uses": 1,
+    "equal": 1, "close": 1, "one_of": 1, "between": 1, "instance": 1, "props": 1, "uses": 1,
     "shares_memory": 2, "raises": 0,
 }  # fmt: skip
 CHECKS_MODULES = ("labs.course.checks", "labs.checks")
@@ -121,13 +121,21 @@ def _loaded(tree: ast.AST) -> set[str]:
 
 
 def loaded_names(sources: list[str]) -> set[str]:
-    """Names read by ``sources`` (cells of the solution), for :func:`rewrite`'s ``keep``."""
+    """Names ``sources`` (cells of the solution) read before assigning them themselves: the
+    values another cell must leave for them (:func:`rewrite`'s ``keep``)."""
     names: set[str] = set()
     for source in sources:
         try:
-            names |= _loaded(parse_source(source))
+            tree = parse_source(source)
         except SyntaxError:
             continue
+        stored: set[str] = set()
+        for stmt in tree.body:  # in order: a name the cell set itself is its own
+            names |= _loaded(stmt) - stored
+            stored |= {n.id for n in ast.walk(stmt)
+                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}  # fmt: skip
+            stored |= {n.name for n in ast.walk(stmt)
+                       if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}  # fmt: skip
     return names
 
 
@@ -169,6 +177,8 @@ def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
                 kept = []
                 for stmt in stmts:
                     bound = _assigned(stmt)
+                    if getattr(stmt, "decorator_list", None):  # a decorator may register it
+                        bound = None
                     if bound is not None:
                         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                             inside = _loaded(stmt) - _loaded_outside(tree, stmt)

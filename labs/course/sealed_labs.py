@@ -138,7 +138,8 @@ def strip_source(text: str, targets: dict[tuple[str, ...], str]) -> str:
     raise: a function's body, or the body of every method of a class (one that defines no
     ``__init__`` gets one that raises)."""
     tree = ast.parse(text)
-    todo: list[tuple[ast.AST, str, bool]] = []
+    bodies: list[tuple[ast.AST, str]] = []
+    inits: list[tuple[tuple[str, ...], str]] = []
     for names, message in targets.items():
         node = _find(tree, list(names))
         if node is None:
@@ -147,25 +148,26 @@ def strip_source(text: str, targets: dict[tuple[str, ...], str]) -> str:
             methods = [
                 n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
             ]
-            todo += [(m, message, False) for m in methods]
+            bodies += [(m, message) for m in methods]
             if not any(m.name == "__init__" for m in methods):
-                todo.append((node, message, True))
+                inits.append((names, message))
         else:
-            todo.append((node, message, False))
+            bodies.append((node, message))
     lines = text.encode("utf-8").splitlines(keepends=True)
     done: set[int] = set()
-    for node, message, add_init in sorted(todo, key=lambda t: (-t[0].end_lineno, not t[2])):
-        if id(node) in done:
-            continue
-        done.add(id(node))
-        if add_init:
+    for node, message in sorted(bodies, key=lambda t: -t[0].lineno):  # bottom up: no shifts
+        if id(node) not in done:
+            done.add(id(node))
+            _strip_body(lines, node, message)
+    if inits:  # then an __init__ at the end of each class that has none
+        tree = ast.parse(b"".join(lines))
+        ends = [(_find(tree, list(names)), message) for names, message in inits]
+        for node, message in sorted(ends, key=lambda t: -t[0].end_lineno):
             indent = b" " * node.body[0].col_offset
             lines[node.end_lineno - 1] += (
                 indent + b"def __init__(self, *args, **kwargs):\n"
                 + indent + b"    " + _raise_line(message).encode() + b"\n"
             )  # fmt: skip
-        else:
-            _strip_body(lines, node, message)
     out = b"".join(lines).decode("utf-8")
     compile(out, "<sealed>", "exec")  # a broken splice must fail here, not in a kernel
     return out
@@ -193,11 +195,16 @@ def seal(key: dict[str, Any], package: Path = PACKAGE_DIR) -> Path:
         root = _ROOT[0] / digest[:16]
         shutil.rmtree(root, ignore_errors=True)
         shutil.copytree(package, root / "labs", ignore=_IGNORE)
-        by_file: dict[Path, dict[tuple[str, ...], str]] = {}
+        where: dict[tuple[Path, tuple[str, ...]], set[int]] = {}  # a def named twice: once
         for name, numbers in refs.items():
             path, names = locate(name, package)
-            message = _message(name, numbers, str(key.get("lab", "this lab")))
-            by_file.setdefault(path, {})[tuple(names)] = message
+            where.setdefault((path, tuple(names)), set()).update(numbers)
+        by_file: dict[Path, dict[tuple[str, ...], str]] = {}
+        for (path, names), numbers in where.items():
+            dotted = ".".join(["labs", *path.relative_to(package).with_suffix("").parts, *names])
+            dotted = dotted.replace(".__init__", "")
+            message = _message(dotted, sorted(numbers), str(key.get("lab", "this lab")))
+            by_file.setdefault(path, {})[names] = message
         for path, targets in by_file.items():
             copy = root / "labs" / path.relative_to(package)
             copy.write_text(strip_source(path.read_text(encoding="utf-8"), targets), "utf-8")

@@ -19,6 +19,7 @@ from typing import Any
 
 from labs.course.checks import Check, CheckFailure
 from labs.course.decode import contains_not_plain, decode, decode_facts
+from labs.course.rewrite import METHODS
 from labs.course.values import describe, norm_prop
 
 __all__ = ["judge", "Verdict", "RecordedCheck"]
@@ -49,14 +50,15 @@ class RecordedCheck(Check):
 def _bind(method: str, args: list, kwargs: dict) -> dict:
     """The reference run's arguments of one assertion, by parameter name (raises on a bad key)."""
     fn = getattr(Check, method, None)
-    if method.startswith("_") or fn is None:
+    if method not in METHODS or fn is None:
         raise CheckFailure(f"the key's check calls check.{method}, which is not an assertion")
     if method == "raises":  # raises(exc_type, fn, *args, what=, match=): the key's are recorded
         bound = inspect.signature(fn).bind(None, *args[:1], None, **kwargs)
         return {k: bound.arguments.get(k) for k in ("exc_type", "what", "match")}
-    got = [None, None] if method == "shares_memory" else [None]
-    bound = inspect.signature(fn).bind(None, *got, *args, **kwargs)
-    return {k: v for k, v in bound.arguments.items() if k not in ("self", "got", "a", "b")}
+    sig = inspect.signature(fn)
+    mine = list(sig.parameters)[1 : 1 + METHODS[method]]  # the student's side: not the key's
+    bound = sig.bind(None, *[None] * len(mine), *args, **kwargs)
+    return {k: v for k, v in bound.arguments.items() if k != "self" and k not in mine}
 
 
 def _assert(check: RecordedCheck, method: str, got: Any, facts: Any, ref: dict) -> None:
@@ -90,6 +92,8 @@ def expectation(method: str, ref: dict) -> str:
     """What an assertion expects, in words (for the message of an error that interrupted it)."""
     if method in ("equal", "close"):
         return f"expected {describe(ref.get('expected'))}"
+    if method == "one_of":
+        return f"expected one of {ref.get('allowed')}"
     if method == "between":
         return f"expected a value in [{ref.get('low')}, {ref.get('high')}]"
     if method == "raises":
