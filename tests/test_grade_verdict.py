@@ -513,3 +513,33 @@ def _expected_only_names(tree) -> set[str]:
                 only.add(name)
                 changed = True
     return only
+
+
+def test_graded_variants_run_after_the_checks_and_uses_references_cells_do_not(tmp_path):
+    """A graded variant (hidden from the student) catches an answer fitted to the visible
+    check; a cell tagged uses-references is not run in a submission's kernel."""
+    from labs.course.notebooks import parse_lab, student_version
+
+    nb = good_lab()
+    graded = cell(
+        "from labs.course.checks import exercise\nwith exercise(1, 'double') as check:\n"
+        "    check.equal(double(5), 10, 'double(5)')",
+        "graded-exercise-1",
+        "remove-cell",
+    )
+    nb.cells.insert(4, graded)
+    nb.cells.append(cell("raise RuntimeError('needs a reference')", "uses-references"))
+    sol, key = write_lab_and_key(tmp_path / "instructor", "lab95-graded", nb)
+    student = student_version(parse_lab(sol))
+    assert not any("graded-exercise-1" in c.metadata.get("tags", []) for c in student.cells)
+    fitted = student_version(parse_lab(sol))
+    fitted.cells[2].source = "def double(x):\n    return 42"  # right for the visible check only
+    fitted.cells[5].source = "area = math.pi"
+    subs = [write(tmp_path / "s" / name / "lab95.ipynb", n)
+            for name, n in (("solution", nb), ("fitted", fitted))]  # fmt: skip
+    r_sol, r_fit = grade_notebooks(subs, key=key)
+    assert [e.outcome for e in r_sol.exercises] == ["PASS", "PASS"], r_sol
+    assert not r_sol.failed_cells  # the uses-references cell was not run
+    assert r_sol.exercises[0].verified.count("PASS exercise 1") == 2  # the check and its variant
+    assert r_fit.exercises[0].outcome == "FAIL"
+    assert "double(5): expected 10, got 42" in r_fit.exercises[0].error

@@ -1,8 +1,8 @@
 """Course tooling, kept apart from the teaching code.
 
 :mod:`labs.course.checks` the assertions of the exercise check cells, with
-:mod:`labs.course.values` (how values are shown and compared) and :mod:`labs.course.plaindata`
-(values and their facts as plain data); :mod:`labs.course.notebooks` the exercise format (parse a
+:mod:`labs.course.values` (how values are shown and compared), :mod:`labs.course.plaindata`
+(values and their facts as plain data) and :mod:`labs.course.needs` (optional components); :mod:`labs.course.notebooks` the exercise format (parse a
 lab, derive the student version); :mod:`labs.course.setup_cell` the first cell of every lab and
 :mod:`labs.course.colab` what it installs on Colab; :mod:`labs.course.release` writes the student
 notebooks and the answer keys (``labs-release``).  Grading (``labs-grade``), one direction, stage
