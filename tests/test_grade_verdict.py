@@ -394,9 +394,9 @@ def test_no_snippet_sent_to_a_submission_holds_an_expected_side_or_a_verdict():
     import ast
     import json
 
+    from labs.course.checks import ASSERTIONS as METHODS
     from labs.course.key import KEY_DIR, check_source
     from labs.course.reference import _keep
-    from labs.course.rewrite import METHODS
     from labs.course.snippet import definitions
 
     truths = (ast.Compare, ast.BoolOp)
@@ -455,7 +455,7 @@ def _literal(node) -> bool:
 
 def _sides(tree) -> tuple[list, set]:
     """(expected-side argument nodes, dumps of every node outside them) of a check."""
-    from labs.course.rewrite import METHODS
+    from labs.course.checks import ASSERTIONS as METHODS
 
     expected, inside = [], set()
     for node in ast.walk(tree):
@@ -472,7 +472,7 @@ def _sides(tree) -> tuple[list, set]:
 
 def _expected_only_names(tree) -> set[str]:
     """Names read only by expected arguments, or by assignments and helpers that only feed them."""
-    from labs.course.rewrite import METHODS
+    from labs.course.checks import ASSERTIONS as METHODS
 
     in_expected, parents = set(), {}
     for node in ast.walk(tree):
@@ -543,3 +543,19 @@ def test_graded_variants_run_after_the_checks_and_uses_references_cells_do_not(t
     assert r_sol.exercises[0].verified.count("PASS exercise 1") == 2  # the check and its variant
     assert r_fit.exercises[0].outcome == "FAIL"
     assert "double(5): expected 10, got 42" in r_fit.exercises[0].error
+
+
+def test_a_failure_says_what_was_expected_where_the_values_differ():
+    """Issue 35: no "got non-finite values nan" alone; the expected value, the shapes and dtypes,
+    and the first element that differs."""
+    want = np.array([[0.5, 0.25], [1.0, 2.0]], dtype=np.float32)
+    got = want.copy()
+    got[1, 0] = np.nan
+    ref = _events(_nd(want), _nd(want), "o = z / l", method="close")
+    (v,) = judge(ref, _events(_nd(got), method="close"))
+    assert v.status == "fail"
+    assert "o = z / l: expected [[0.5 0.25] [1. 2. ]] (shape (2, 2), float32)" in v.message
+    assert "got [[0.5 0.25] [ nan 2. ]] (shape (2, 2), float32)" in v.message
+    assert "first difference at index (1, 0): expected 1.0, got nan" in v.message
+    (v,) = judge(ref, _events(_nd(want.astype(np.float64)[:1]), method="close"))
+    assert "shape (1, 2), float64): shape (1, 2), not (2, 2)" in v.message

@@ -54,7 +54,15 @@ from labs.course.values import (
     to_numpy,
 )
 
-__all__ = ["CheckFailure", "ReferenceUsed", "Check", "exercise"]
+__all__ = ["ASSERTIONS", "CheckFailure", "ReferenceUsed", "Check", "exercise"]
+
+#: the assertions of :class:`Check`, and how many of their leading arguments are the student's
+#: (``raises``: the function and its arguments, after the exception type); the rest, the
+#: expected side, is never computed in a submission's kernel
+ASSERTIONS = {
+    "equal": 1, "close": 1, "one_of": 1, "between": 1, "instance": 1, "props": 1, "uses": 1,
+    "shares_memory": 2, "raises": 0,
+}  # fmt: skip
 
 
 class CheckFailure(AssertionError):

@@ -10,7 +10,7 @@ A check cell of a lab stays what students and the book run::
 * the **reference** version (``student=False``) runs in a trusted kernel on the key's own
   solution, once per lab, and records every argument of every assertion (expected values,
   tolerances, ``what``);
-* the **student** version keeps only the student's side of each assertion (:data:`METHODS`: the
+* the **student** version keeps only the student's side of each assertion (:data:`ASSERTIONS`: the
   first argument, both arrays of ``shares_memory``, the function and its arguments of ``raises``):
   ``check.equal(matmul_flops(2, 3, 4))``.  Expected values, exception types, patterns, tolerances
   and messages are never computed in the submission's kernel, and everything that only fed them
@@ -27,14 +27,10 @@ from __future__ import annotations
 import ast
 import threading
 
-__all__ = ["rewrite", "loaded_names", "METHODS", "CHECKS_MODULES"]
+from labs.course.checks import ASSERTIONS
 
-#: the assertions of :class:`labs.course.checks.Check`: how many leading arguments are the
-#: student's (``raises``: the function and its arguments, after the exception type)
-METHODS = {
-    "equal": 1, "close": 1, "one_of": 1, "between": 1, "instance": 1, "props": 1, "uses": 1,
-    "shares_memory": 2, "raises": 0,
-}  # fmt: skip
+__all__ = ["rewrite", "loaded_names", "CHECKS_MODULES"]
+
 CHECKS_MODULES = ("labs.course.checks", "labs.checks")
 _CHECKS_NAMES = ("exercise", "Check", "CheckFailure", "ReferenceUsed")
 
@@ -64,7 +60,7 @@ def _is_check_call(node: ast.AST, receivers: set[str]) -> bool:
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr in METHODS
+        and node.func.attr in ASSERTIONS
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id in receivers
     )
@@ -112,7 +108,7 @@ class _Rewrite(ast.NodeTransformer):
             return node
         if any(isinstance(a, ast.Starred) for a in args):
             return node
-        node.args, node.keywords = args[: METHODS[method]], []
+        node.args, node.keywords = args[: ASSERTIONS[method]], []
         return node
 
 

@@ -17,9 +17,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from labs.course.checks import Check, CheckFailure
+from labs.course.checks import ASSERTIONS, Check, CheckFailure
 from labs.course.decode import contains_not_plain, decode, decode_facts
-from labs.course.rewrite import METHODS
 from labs.course.values import describe, norm_prop
 
 __all__ = ["judge", "Verdict", "RecordedCheck"]
@@ -50,13 +49,13 @@ class RecordedCheck(Check):
 def _bind(method: str, args: list, kwargs: dict) -> dict:
     """The reference run's arguments of one assertion, by parameter name (raises on a bad key)."""
     fn = getattr(Check, method, None)
-    if method not in METHODS or fn is None:
+    if method not in ASSERTIONS or fn is None:
         raise CheckFailure(f"the key's check calls check.{method}, which is not an assertion")
     if method == "raises":  # raises(exc_type, fn, *args, what=, match=): the key's are recorded
         bound = inspect.signature(fn).bind(None, *args[:1], None, **kwargs)
         return {k: bound.arguments.get(k) for k in ("exc_type", "what", "match")}
     sig = inspect.signature(fn)
-    mine = list(sig.parameters)[1 : 1 + METHODS[method]]  # the student's side: not the key's
+    mine = list(sig.parameters)[1 : 1 + ASSERTIONS[method]]  # the student's side: not the key's
     bound = sig.bind(None, *[None] * len(mine), *args, **kwargs)
     return {k: v for k, v in bound.arguments.items() if k != "self" and k not in mine}
 
