@@ -116,22 +116,57 @@ def _loaded(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _free(tree: ast.AST) -> set[str]:
+    """Names ``tree`` reads before it assigns them, in the order Python evaluates them."""
+    free: set[str] = set()
+    stored: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load) and node.id not in stored:
+                free.add(node.id)
+            elif isinstance(node.ctx, ast.Store):
+                stored.add(node.id)
+            return
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            args = getattr(node, "args", None)  # a function's parameters are its own names
+            params = {a.arg for a in ast.walk(args) if isinstance(a, ast.arg)} if args else set()
+            outer = set(stored)
+            stored.update(params)
+            for child in ast.iter_child_nodes(node):  # its body runs later: reads are free
+                visit(child)
+            stored.clear()  # what the body assigns is local to it
+            stored.update(outer)
+            if not isinstance(node, ast.Lambda):
+                stored.add(node.name)
+            return
+        order = {  # the value is evaluated before it is stored
+            ast.Assign: ("value", "targets"), ast.AugAssign: ("value", "target"),
+            ast.AnnAssign: ("value", "target"), ast.NamedExpr: ("value", "target"),
+            ast.For: ("iter", "target", "body", "orelse"), ast.comprehension: ("iter", "target", "ifs"),
+        }.get(type(node))  # fmt: skip
+        fields = order or [f for f, _ in ast.iter_fields(node)]
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            fields = ["generators", *(f for f in fields if f != "generators")]
+        for field in fields:
+            value = getattr(node, field, None)
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, ast.AST):
+                    visit(child)
+
+    visit(tree)
+    return free
+
+
 def loaded_names(sources: list[str]) -> set[str]:
     """Names ``sources`` (cells of the solution) read before assigning them themselves: the
     values another cell must leave for them (:func:`rewrite`'s ``keep``)."""
     names: set[str] = set()
     for source in sources:
         try:
-            tree = parse_source(source)
+            names |= _free(parse_source(source))
         except SyntaxError:
             continue
-        stored: set[str] = set()
-        for stmt in tree.body:  # in order: a name the cell set itself is its own
-            names |= _loaded(stmt) - stored
-            stored |= {n.id for n in ast.walk(stmt)
-                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}  # fmt: skip
-            stored |= {n.name for n in ast.walk(stmt)
-                       if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}  # fmt: skip
     return names
 
 
@@ -173,8 +208,8 @@ def _drop_unused(tree: ast.Module, keep: set[str]) -> None:
                 kept = []
                 for stmt in stmts:
                     bound = _assigned(stmt)
-                    if getattr(stmt, "decorator_list", None):  # a decorator may register it
-                        bound = None
+                    if any(isinstance(d, ast.Call) for d in getattr(stmt, "decorator_list", ())):
+                        bound = None  # @app.get("/x") registers it: it may never be read
                     if bound is not None:
                         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                             inside = _loaded(stmt) - _loaded_outside(tree, stmt)
@@ -232,13 +267,13 @@ def _drop_unused_loop_items(tree: ast.Module, keep: set[str]) -> bool:
         names = node.target.elts
         items = _literal_items(tree, node.iter, keep)
         if (
-            not all(isinstance(n, ast.Name) for n in names)
+            any(isinstance(n, ast.Starred) for n in names)
             or not items
             or not all(isinstance(i, ast.Tuple | ast.List) and len(i.elts) == len(names)
                        and not any(isinstance(e, ast.Starred) for e in i.elts) for i in items)
         ):  # fmt: skip
             continue
-        drop = [k for k, n in enumerate(names) if n.id not in used]
+        drop = [k for k, n in enumerate(names) if isinstance(n, ast.Name) and n.id not in used]
         if not drop:
             continue
         if len(drop) == len(names):  # keep the number of iterations, nothing else
