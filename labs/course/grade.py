@@ -107,18 +107,20 @@ def grade_notebook(
         box.close()
         raise GraderError(f"{path}: could not start a kernel to grade it: {err}") from err
     try:
-        _run(box, steps, reference, tally, cell_timeout, time.monotonic() + notebook_timeout)
+        _run(box, steps, reference, tally, cell_timeout, notebook_timeout)
     finally:
         isolation = box.isolation
         box.close()
     return tally.result(isolation)
 
 
-def _run(box, steps: list[Step], reference: Reference, tally: Tally, cell_timeout, deadline):
+def _run(
+    box, steps: list[Step], reference: Reference, tally: Tally, cell_timeout, notebook_timeout
+):
     """Run the plan in ``box``: each step to the end, a limit, or a dead kernel."""
     prelude: list[str] = []  # the definitions of the checks so far, re-run before each check
     na = tuple(sorted(reference.not_applicable))
-    notebook_timeout = deadline - time.monotonic()
+    deadline = time.monotonic() + notebook_timeout
     for step in steps:
         num = step.check[0] if step.check else None
         if tally.halted:
