@@ -10,8 +10,8 @@ by stage: :mod:`labs.course.grade` drives it; :mod:`labs.course.key` the answer 
 detection and the plan of a submission's run; :mod:`labs.course.sealed_labs` the key's copy of
 ``labs`` without its forbidden references; :mod:`labs.course.reference` runs the key's solution
 once per lab in a trusted kernel to record the expected values; :mod:`labs.course.snippet` (with
-:mod:`labs.course.rewrite` and :mod:`labs.course.recorder`) what a kernel computes in place of a
-check; :mod:`labs.course.isolation`, :mod:`labs.course.jail` and :mod:`labs.course.sandbox` seal
+:mod:`labs.course.rewrite`, :mod:`labs.course.unused` and :mod:`labs.course.recorder`) what a
+kernel computes in place of a check; :mod:`labs.course.isolation`, :mod:`labs.course.jail` and :mod:`labs.course.sandbox` seal
 each kernel; :mod:`labs.course.decode` and :mod:`labs.course.verdict` read the values back and
 compare them in the grader; :mod:`labs.course.results` what it found;
 :mod:`labs.course.gradebook` the command line and class mode; :mod:`labs.course.wrong_answers`

@@ -22,9 +22,10 @@ from typing import Any
 
 from labs.course.decode import parse_events
 from labs.course.key import check_source
-from labs.course.rewrite import loaded_names, rewrite
+from labs.course.rewrite import rewrite
 from labs.course.sandbox import Sandbox
 from labs.course.snippet import MARK, check_snippet, definitions
+from labs.course.unused import loaded_names
 
 __all__ = ["CELL_TIMEOUT", "NOTEBOOK_TIMEOUT", "GraderError", "Reference", "reference_run"]
 

@@ -21,7 +21,8 @@ import hashlib
 import secrets
 from pathlib import Path
 
-from labs.course.rewrite import CHECKS_MODULES, parse_source, rewrite
+from labs.course.rewrite import CHECKS_MODULES, rewrite
+from labs.course.unused import parse_source
 
 __all__ = ["check_snippet", "definitions", "MARK"]
 
