@@ -46,7 +46,9 @@ def notebook(lab: str) -> Path:
         if p.name.split("-")[0] == f"lab{lab}"
     ]
     if len(found) != 1:
-        raise SystemExit(f"lab {lab}: expected one notebook book/labs/lab{lab}-*.ipynb, got {found}")
+        raise SystemExit(
+            f"lab {lab}: expected one notebook book/labs/lab{lab}-*.ipynb, got {found}"
+        )
     return found[0]
 
 

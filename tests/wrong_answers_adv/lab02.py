@@ -29,6 +29,7 @@ WRONG = [
         return C, mults, adds
         """,
     ),
+    # SLIPS the checks (at 347915e): no loop, no counting: only code review sees it (the values equal the loop's)
     Wrong(
         2,
         "forbidden shortcut: numpy's A @ B plus the closed-form counts, no loops, nothing counted",
@@ -45,6 +46,7 @@ WRONG = [
         new="C = np.zeros((m, n), dtype=int)",
     ),
     Wrong(3, "on a tie returns 'right' (< instead of <=)", old="left <= right", new="left < right"),
+    # SLIPS the checks (at 347915e): shapes [(10, 1), (1, 100), (100, 11)]: picks left (24000 FLOPs), right costs 2420
     Wrong(
         3,
         "decides by the cost of the first product only, ignoring the second",
@@ -54,7 +56,9 @@ WRONG = [
         return ("left", left) if matmul_flops(a, b, c) <= matmul_flops(b, c, d) else ("right", right)
         """,
     ),
-    Wrong(4, "returns the mean instead of the median", old="np.median(times)", new="np.mean(times)"),
+    Wrong(
+        4, "returns the mean instead of the median", old="np.median(times)", new="np.mean(times)"
+    ),
     Wrong(
         4,
         "takes the upper middle element as the median of an even count",
@@ -85,12 +89,14 @@ WRONG = [
         return float((time.perf_counter() - start) / repeats)
         """,
     ),
+    # SLIPS the checks (at 347915e): any machine: the float64 product is timed against a float32 prediction (ratio bound 0.1..50)
     Wrong(
         5,
         "measures a float64 product while the prediction is for float32",
         old="a, b = torch.randn(n, n), torch.randn(n, n)",
         new="a, b = torch.randn(n, n, dtype=torch.float64), torch.randn(n, n, dtype=torch.float64)",
     ),
+    # SLIPS the checks (at 347915e): two randn(1536, 1536) calls are timed with the product
     Wrong(
         5,
         "times the wrong thing: the random inputs are generated inside the timed call",

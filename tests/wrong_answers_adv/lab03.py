@@ -9,6 +9,7 @@ WRONG = [
         old="sum(min(k, g[ng]) for ng, k in h.items())",
         new="sum(k for ng, k in h.items() if ng in g)",
     ),
+    # SLIPS the checks (at 347915e): hyps = refs = [7 tokens], [2 tokens]: BLEU 107.5, sacreBLEU 100
     Wrong(
         1,
         "totals without max(.., 0): a hypothesis shorter than n adds a negative count",
@@ -43,7 +44,13 @@ WRONG = [
         old="return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / max_n)",
         new="return 100 * bp * sum(m / t for m, t in zip(matches, totals)) / max_n",
     ),
-    Wrong(2, "precision and recall swapped", old="p = lcs / len(pred) if pred else 0.0", new="p = lcs / len(ref) if ref else 0.0"),
+    Wrong(
+        2,
+        "precision and recall swapped",
+        old="p = lcs / len(pred) if pred else 0.0",
+        new="p = lcs / len(ref) if ref else 0.0",
+    ),
+    # SLIPS the checks (at 347915e): rouge_l("a b", "c d") raises ZeroDivisionError; rouge-score gives 0
     Wrong(
         2,
         "no zero guards: F1 divides by p + r = 0 when the texts share no token (or one is empty)",
@@ -86,6 +93,12 @@ WRONG = [
     ),
     Wrong(
         3,
+        "breaks ties by the rank of the first token only",
+        old="key=lambda p: (-counts[p], rank[p[0]], rank[p[1]])",
+        new="key=lambda p: (-counts[p], rank[p[0]])",
+    ),
+    Wrong(
+        3,
         "counts each distinct pair once per word (a set), not every occurrence",
         old="for pair in zip(ids, ids[1:]):",
         new="for pair in set(zip(ids, ids[1:])):",
@@ -98,13 +111,14 @@ WRONG = [
     ),
     Wrong(
         4,
-        "permutes in int64 and takes mod 2^32 only at the end, after the int64 product overflowed",
+        "permutes in float64 (the products exceed 2^53 and lose their low bits) before the mod",
         old="permuted = a[:, None] * hashes[None, :] + b[:, None]",
         new=(
-            "permuted = (a[:, None].astype(np.int64) * hashes[None, :].astype(np.int64)"
-            " + b[:, None].astype(np.int64)) % 2**32"
+            "permuted = ((a[:, None].astype(np.float64) * hashes[None, :] + b[:, None]) % 2**32)"
+            ".astype(np.uint32)"
         ),
     ),
+    # SLIPS the checks (at 347915e): signatures [1, 4, 9, 9] and [2, 3, 8, 8], 2 bands x 2 rows: reports (0, 1), datasketch none
     Wrong(
         4,
         "buckets a band by the sum of its values: different bands with equal sums collide",
@@ -135,6 +149,7 @@ WRONG = [
         """,
         part=1,
     ),
+    # SLIPS the checks (at 347915e): pass_at_k(10, 5, 5) = 0.99603, this gives 1.0
     Wrong(
         5,
         "returns 1.0 when n - c <= k (off by one at n - c == k)",

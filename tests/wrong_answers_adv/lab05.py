@@ -3,6 +3,7 @@
 from labs.course.wrong_answers import Wrong
 
 WRONG = [
+    # SLIPS the checks (at 347915e): the layer input's gradient is 0 instead of W^T g (exercise 1 never checks x.grad)
     Wrong(
         1,
         "runs the frozen base under torch.no_grad(): no gradient reaches the layer's input",
@@ -45,7 +46,12 @@ WRONG = [
         old="if r <= 0 or alpha <= 0:",
         new="if r < 0 or alpha <= 0:",
     ),
-    Wrong(1, "scaling alpha instead of alpha / r", old="self.scaling = alpha / r", new="self.scaling = alpha"),
+    Wrong(
+        1,
+        "scaling alpha instead of alpha / r",
+        old="self.scaling = alpha / r",
+        new="self.scaling = alpha",
+    ),
     Wrong(
         2,
         "packs the first value of a pair in the low nibble",
@@ -117,6 +123,13 @@ WRONG = [
             "self.bias = None if linear.bias is None else "
             "nn.Parameter(linear.bias.detach().clone(), requires_grad=False)"
         ),
+    ),
+    # SLIPS the checks (at 347915e): linear.bias.add_(1) afterwards moves the QLoRA bias buffer too
+    Wrong(
+        4,
+        "the bias buffer aliases the original layer's bias (detach without clone)",
+        old="linear.bias.detach().clone()",
+        new="linear.bias.detach()",
     ),
     Wrong(
         4,

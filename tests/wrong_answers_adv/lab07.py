@@ -7,7 +7,7 @@ WRONG = [
         1,
         "writes the colon even without an instruction",
         old='head = f"{instruction}{fmt.colon}" if instruction else ""',
-        new='head = f"{instruction or \'\'}{fmt.colon}"',
+        new="head = f\"{instruction or ''}{fmt.colon}\"",
     ),
     Wrong(
         1,
@@ -27,6 +27,7 @@ WRONG = [
         old="answer = tok.decode(out[0, ids.shape[1] :]).split(fmt.end)[0]",
         new="answer = tok.decode(out[0, ids.shape[1] :])[: len(p.answer)]",
     ),
+    # SLIPS the checks (at 347915e): an answer 'abc ' before the end marker counts as right (only if the model emits a space)
     Wrong(
         2,
         "strips whitespace before comparing (not an exact match)",
@@ -107,6 +108,7 @@ WRONG = [
             ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
         """,
     ),
+    # SLIPS the checks (at 347915e): a prompt + output longer than block_size raises ValueError in GPT; the check's prompts are short
     Wrong(
         5,
         "feeds the whole context without cropping to block_size",

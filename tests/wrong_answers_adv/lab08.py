@@ -63,6 +63,7 @@ WRONG = [
         old="return 2 * src.nbytes / min(times)",
         new="return 2 * nbytes / min(times)",
     ),
+    # SLIPS the checks (at 347915e): the fake timer cannot see what fn does; every timed call also allocates a new nbytes tensor
     Wrong(
         2,
         "times the wrong thing: allocates a fresh destination inside every timed call",

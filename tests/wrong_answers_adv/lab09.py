@@ -81,6 +81,7 @@ WRONG = [
         old="return traffic(chain, external_reads) / traffic(chain, external_reads, fused=True)",
         new="return traffic(chain, external_reads, fused=True) / traffic(chain, external_reads)",
     ),
+    # SLIPS the checks (at 347915e): min_tokens_compute_bound(64, 48.0, 35.0, 4): 3 (intensity(3) == 48/35), this gives 4
     Wrong(
         5,
         "at the ridge counts as memory-bound (> instead of >=)",

@@ -15,6 +15,7 @@ WRONG = [
         old="if end > cache_k.shape[2]:",
         new="if end >= cache_k.shape[2]:",
     ),
+    # SLIPS the checks (at 347915e): length 3 in a cache of 4, 2 new tokens: ValueError, but slot 3 was overwritten
     Wrong(
         1,
         "writes before checking the size (a bad request corrupts the cache)",
@@ -124,6 +125,7 @@ WRONG = [
         old="queue = list(waiting)",
         new="queue = waiting",
     ),
+    # SLIPS the checks (at 347915e): when nobody is admitted the returned waiting list `is` the caller's list
     Wrong(
         6,
         "aliases the input: the waiting list is returned as is when nobody is admitted",
@@ -201,6 +203,7 @@ WRONG = [
         return gamma, int(torch.multinomial(p[gamma], 1, generator=generator))
         """,
     ),
+    # SLIPS the checks (at 347915e): two runs with the same seeded generator give different tokens
     Wrong(
         7,
         "ignores the generator (global RNG): a seeded run is not reproducible",

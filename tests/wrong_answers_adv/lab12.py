@@ -29,6 +29,7 @@ WRONG = [
         return ("alone", None)
         """,
     ),
+    # SLIPS the checks (at 347915e): prints 'rank 1 received 123.0 from rank 0'; the check builds its expected lines from the results
     Wrong(
         1,
         "sends the number as a float32 tensor (the exercise asks for int64)",

@@ -72,6 +72,7 @@ WRONG = [
         old="for got, want in zip(result.grads, ref):",
         new="for got, want in zip(result.grads[:1], ref[:1]):",
     ),
+    # SLIPS the checks (at 347915e): executor and simulator agree on every checked schedule, so no value can tell them apart
     Wrong(
         4,
         "reports the simulator's bubble and stash instead of the executed run's",

@@ -45,6 +45,7 @@ WRONG = [
         old="    p.grad = None",
         new="    pass",
     ),
+    # SLIPS the checks (at 347915e): two backward passes before the step (gradient accumulation) keep only the last one; the check runs one
     Wrong(
         3,
         "overwrites the shard's gradient instead of accumulating (a second backward before the step loses the first)",

@@ -21,6 +21,7 @@ WRONG = [
         old="if not 0.0 <= sparsity < 1.0:",
         new="if not 0.0 <= sparsity <= 1.0:",
     ),
+    # SLIPS the checks (at 347915e): w = [0.5, 0.5, 0.5, 2], sparsity 0.5: keeps 1 weight instead of 2
     Wrong(
         1,
         "threshold at the k-th smallest magnitude: ties drop more than round(sparsity * n) weights",
@@ -34,6 +35,7 @@ WRONG = [
         return w.abs() > threshold
         """,
     ),
+    # SLIPS the checks (at 347915e): w = [-1, 2, -3] comes back as [1, 2, 3]
     Wrong(
         1,
         "takes the magnitudes in place (reshape is a view): the caller's weight loses its signs",

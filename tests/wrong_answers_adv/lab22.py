@@ -15,6 +15,7 @@ WRONG = [
         old="qmax = 2 ** (bits - 1) - 1",
         new="qmax = 2 ** (bits - 1)",
     ),
+    # SLIPS the checks (at 347915e): x = [-1, 62.5/127] at 8 bits: code 63, torch.round gives 62
     Wrong(
         1,
         "rounds half up (floor(v + 0.5)) instead of half to even",
@@ -45,6 +46,7 @@ WRONG = [
         old="zero_point = int(min(max(round(-lo / scale), 0), qmax))",
         new="zero_point = int(min(max(int(-lo / scale), 0), qmax))",
     ),
+    # SLIPS the checks (at 347915e): x = [-127.5, 0, 127.5] at 8 bits: codes [0, 128, 0] (256 wrapped), reference [0, 128, 255]
     Wrong(
         2,
         "forgets the clamp of the codes (a value can round to 2^b and wrap around in uint8)",
@@ -65,14 +67,14 @@ WRONG = [
     ),
     Wrong(
         3,
-        "groups of columns taken down the rows (reshape of w.T)",
+        "groups of group_size consecutive rows of a column (down the output channels)",
         block="""
         out_f, in_f = w.shape
         if in_f % group_size:
             raise ValueError(f"group_size={group_size} must divide the width in={in_f}")
         qmax = 2 ** (bits - 1) - 1
-        g = w.T.reshape(in_f // group_size, group_size, out_f)
-        scale = (g.abs().amax(dim=1, keepdim=True) / qmax).clamp_min(1e-12)
+        g = w.T.reshape(-1, group_size)
+        scale = (g.abs().amax(dim=-1, keepdim=True) / qmax).clamp_min(1e-12)
         q = torch.clamp(torch.round(g / scale), -qmax, qmax)
         return (q * scale).reshape(in_f, out_f).T
         """,
@@ -102,6 +104,7 @@ WRONG = [
         return torch.cat([(q * scale).reshape(out_f, n), w[:, n:]], dim=1)
         """,
     ),
+    # SLIPS the checks (at 347915e): a value exactly 6.0: column taken as outlier, the reference's columns are []
     Wrong(
         4,
         "an outlier is |x| >= threshold (a value equal to the threshold is not one that exceeds it)",
