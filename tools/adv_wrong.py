@@ -5,7 +5,11 @@ Each ``tests/wrong_answers_adv/labNN.py`` holds a module-level list ``WRONG`` of
 looking at the authors' own list (``tests/wrong_answers``).  This tool runs them with
 :func:`labs.course.wrong_answers.check_wrong_answers` against the solution notebook
 ``book/labs/labNN-*.ipynb`` and prints, per wrong answer, whether the lab's checks reject it.
-A wrong answer that *passes* its exercise is a finding: the checks miss that mistake.
+A wrong answer that *passes* its exercise is a finding: the checks miss that mistake.  Such
+records carry a ``# SLIPS the checks`` comment with an input on which they give a wrong result.
+The notebook's own checks run here, in a plain kernel: the sealed grader (``labs-grade``) adds
+the answer key's tripwire on reference implementations and its own expected values, so a
+submission can fail there and still pass here (lab 12, exercise 1, is one).
 
 Usage::
 

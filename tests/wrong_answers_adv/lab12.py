@@ -29,7 +29,8 @@ WRONG = [
         return ("alone", None)
         """,
     ),
-    # SLIPS the checks (at 347915e): prints 'rank 1 received 123.0 from rank 0'; the check builds its expected lines from the results
+    # SLIPS the notebook check (at 347915e), which builds its expected lines from the results;
+    # labs-grade rejects it (the expected lines come from the reference run: "776" vs "776.0")
     Wrong(
         1,
         "sends the number as a float32 tensor (the exercise asks for int64)",
