@@ -11,6 +11,7 @@ documented specification (https://gradescope-autograders.readthedocs.io/en/lates
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -138,6 +139,12 @@ def test_the_zip_holds_setup_run_autograder_and_the_key_at_its_root(bundle):
         assert check.returncode == 0, check.stderr
     key = json.loads((tmp / "keys" / f"{LAB}.json").read_text())
     assert key["exercises"]["3"]["points"] == 2
+    with zipfile.ZipFile(archive) as zf, zipfile.ZipFile(io.BytesIO(zf.read(wheel))) as whl:
+        meta = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+        text = whl.read(meta).decode()
+    assert "Provides-Extra: grade" in text  # setup.sh installs [grade,triton]
+    grade = [line for line in text.splitlines() if line.endswith('extra == "grade"')]
+    assert any("ipykernel" in line for line in grade) and any("nbformat" in line for line in grade)
 
 
 def test_a_solution_gets_every_point(bundle, tmp_path):
