@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from conftest import LABS, STUDENT
-from labs.course.grade import grade_notebooks
 from labs.course.notebooks import parse_lab
 
 
@@ -25,18 +24,19 @@ def _selected_labs(request, test_name: str) -> list:
 
 
 @pytest.fixture(scope="session")  # not module: see test_book.built_book
-def graded(request):
-    """Every selected solution and student notebook, graded in one class run, two at a time.
+def graded(request, graded_labs):
+    """Every selected solution and student notebook, graded once per test run, two at a time.
 
     One run shares each lab's reference run (the key's solution, run once in a trusted kernel)
-    between the solution and the student notebook.
+    between the solution and the student notebook; ``graded_labs`` (tests/conftest.py) shares the
+    results with any other module or worker that grades the same notebooks.
     """
     solutions = _selected_labs(request, "test_solution_passes_every_exercise")
     students = _selected_labs(
         request, "test_student_stub_fails_every_check_and_only_dependent_cells"
     )
     paths = [*solutions, *(STUDENT / p.name for p in students)]
-    return {r.notebook: r for r in grade_notebooks(paths, jobs=2)} if paths else {}
+    return graded_labs(paths) if paths else {}
 
 
 # The fixture grades every selected lab in one go (tools/test.sh keeps a module on one worker).
