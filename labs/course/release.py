@@ -162,16 +162,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _gradescope(labs: list[Path], args) -> int:
     """Write one Gradescope autograder bundle per lab (the keys just written)."""
+    import tempfile
+
     from labs.course.gradescope import build_wheel, write_bundle
 
     try:
-        wheel = build_wheel(args.gradescope / ".wheel")
-        for lab in labs:
-            archive = write_bundle(
-                args.key_dir / f"{lab.stem}.json", args.gradescope, wheel,
-                visibility=args.gradescope_visibility,
-            )  # fmt: skip
-            print(f"wrote {archive} (upload it as the autograder of {lab.stem} on Gradescope)")
+        with tempfile.TemporaryDirectory(prefix="labs-wheel-") as tmp:
+            wheel = build_wheel(Path(tmp))
+            for lab in labs:
+                archive = write_bundle(
+                    args.key_dir / f"{lab.stem}.json", args.gradescope, wheel,
+                    visibility=args.gradescope_visibility,
+                )  # fmt: skip
+                print(f"wrote {archive} (upload it as the autograder of {lab.stem} on Gradescope)")
     except (NotebookError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
