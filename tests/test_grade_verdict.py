@@ -7,7 +7,7 @@ import base64
 import numpy as np
 
 from labs.course.grade import grade_notebooks
-from labs.course.gradebook import rows
+from labs.course.gradefile import rows
 from labs.course.rewrite import rewrite
 from labs.course.verdict import NotPlain, decode, judge
 from notebook_factory import cell, good_lab, write, write_lab_and_key

@@ -43,8 +43,12 @@ def _points(e: ExerciseResult, lab_points: dict[int, float]) -> tuple[str, str]:
     return number(possible if e.passed else 0), number(possible)
 
 
-def rows(results: list[NotebookResult], students: dict[str, str], points: Points) -> list[dict]:
-    """Gradebook rows, one per exercise (``students`` maps a notebook path to its student)."""
+def rows(
+    results: list[NotebookResult], students: dict[str, str], points: Points | None = None
+) -> list[dict]:
+    """Gradebook rows, one per exercise (``students`` maps a notebook path to its student;
+    ``points`` the key's points per lab, 1 per exercise where it says nothing)."""
+    points = points or {}
     out = []
     for r in results:
         for e in r.exercises:
