@@ -11,8 +11,8 @@ For every lab (``book/labs``), in one process, the grader as a class run uses it
 
 It reports wall seconds, CPU seconds (the grader and every process under it, sampled with
 ``psutil``), **submissions per core-minute** (60 / CPU seconds of the solution) and the
-**projected time of a class** (``--class-size``, default 200) on this machine with ``--jobs``
-(default: its cores): one reference run, then ``class size x solution CPU seconds /
+**projected time of a class** (``--class-size``, default 200) on this machine, idle, with
+``--jobs`` (default: its cores): one reference run, then ``class size x solution CPU seconds /
 min(jobs, cores)``. ``--check-jobs`` grades ``2 x jobs`` copies of one lab's solution with
 ``--jobs`` and prints the measured time beside that projection.
 
@@ -99,8 +99,10 @@ def measure_lab(lab: Path) -> dict:
 
 
 def projected(row: dict, class_size: int, jobs: int, cores: int) -> float:
-    """Seconds for a class of ``class_size`` solutions of this lab with ``jobs`` on ``cores``."""
-    return row["reference"][0] + class_size * row["solution"][1] / max(1, min(jobs, cores))
+    """Seconds for a class of ``class_size`` solutions of this lab with ``jobs`` on ``cores`` of
+    an otherwise idle machine: the reference run, then the submissions ``min(jobs, cores)`` at a
+    time (CPU seconds: on a busy machine the wall times above are longer by the load)."""
+    return row["reference"][1] + class_size * row["solution"][1] / max(1, min(jobs, cores))
 
 
 def check_jobs(lab: Path, jobs: int, cores: int) -> None:
