@@ -161,13 +161,24 @@ def _link(src: Path, dst: Path) -> None:
             shutil.copy2(src, dst)
 
 
+def _canonical(spec: str) -> str:
+    """``torch==2.11`` and ``torch==2.11.0`` are one version: the same base environment."""
+    m = re.fullmatch(r"\s*torch\s*==\s*([0-9][^\s;]*)\s*", spec)
+    if not m:
+        return spec.strip()
+    release, _, local = m.group(1).partition("+")
+    parts = release.split(".")
+    parts += ["0"] * (3 - len(parts))
+    return "torch==" + ".".join(parts) + (f"+{local}" if local else "")
+
+
 def torch_base(spec: str) -> Path:
     """A virtual environment holding only ``spec`` and what it requires, built once per spec and
     kept in :data:`CACHE`: every profile hard-links it (seconds) instead of unpacking torch's
     multi-GB Linux wheel again. Where this interpreter has that very torch, the base links it."""
     import importlib.metadata as md
 
-    key = hashlib.sha256(json.dumps([spec, sys.version]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([_canonical(spec), sys.version]).encode()).hexdigest()[:16]
     base = CACHE / f"torch-{key}"
     with locked(base.name):
         if (base / ".stamp").exists():
