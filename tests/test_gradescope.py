@@ -206,18 +206,50 @@ def test_the_schema_check_rejects_what_gradescope_would():
     assert schema_problems({"score": True})
 
 
-def test_without_namespaces_it_says_which_protections_are_off_and_removes_the_key(bundle, tmp_path):
-    """As in a container that refuses user namespaces (``isolate=False`` stands in for it)."""
-    from labs.course import gradescope
+DAEMON = """import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a daemon in its own session, waiting to rewrite the results
+        for _ in range(400):
+            time.sleep(0.05)
+            try:
+                with open({target!r}, "w") as f:
+                    f.write('{{"score": 999, "tests": []}}')
+            except OSError:
+                pass
+        os._exit(0)
+    os._exit(0)
+os.wait()"""
+
+
+def test_without_namespaces_it_says_which_protections_are_off_removes_the_key_and_kills_daemons(
+    bundle, tmp_path
+):
+    """As in a container that refuses user namespaces (``--no-isolation`` stands in for it): the
+    output says which protections are off, the key leaves the container before any kernel starts,
+    and a daemon the submission leaves behind is killed before results.json is written."""
+    from conftest import script
+    from notebook_factory import cell
 
     _, archive = bundle
     root = tmp_path / "autograder"
     with zipfile.ZipFile(archive) as zf:
         zf.extractall(root / "source")
-    write(root / "submission" / f"{LAB}.ipynb", attack_lab())
-    assert gradescope.run(root, isolate=False, out=open(os.devnull, "w")) == 0
-    doc = json.loads((root / "results" / "results.json").read_text())
-    assert schema_problems(doc) == [] and doc["score"] == 4
+    target = root / "results" / "results.json"
+    nb = attack_lab()
+    nb.cells.insert(2, cell(DAEMON.format(target=str(target))))
+    write(root / "submission" / f"{LAB}.ipynb", nb)
+    proc = subprocess.run(
+        [script("labs-grade"), "--gradescope", root, "--no-isolation"], cwd=root,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "killed" in proc.stdout and "left running" in proc.stdout, proc.stdout
+    import time
+
+    time.sleep(3)  # the daemon would have rewritten it by now
+    doc = json.loads(target.read_text())
+    assert schema_problems(doc) == [] and doc["score"] == 4, doc
     assert "Protections off on this grader: isolation turned off" in doc["output"]
     assert "limits still apply" in doc["output"]
     assert not (root / "source" / f"{LAB}.json").exists(), "the key must leave the container"

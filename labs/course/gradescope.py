@@ -1,161 +1,36 @@
-"""Gradescope: an autograder bundle per lab, and the run that writes its ``results.json``.
+"""Gradescope: the run that grades ``/autograder/submission`` into ``results.json``.
 
-Gradescope's autograder specification (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
-a zip with ``setup.sh`` (run once, as root, when Gradescope builds the image; Ubuntu) and
-``run_autograder`` (run for every submission, in a fresh container, from ``/autograder``) at its
-root. The zip is unpacked into ``/autograder/source``; the student's files arrive in
-``/autograder/submission``; ``run_autograder`` must leave ``/autograder/results/results.json``.
-
-``labs-release --gradescope DIR`` writes, per lab, ``DIR/<lab>/`` and ``DIR/<lab>.zip`` holding
-(:func:`write_bundle`):
-
-* ``setup.sh``: a virtual environment in ``/autograder/venv`` with torch pinned as the project
-  pins it on a CPU (``torch==2.13.0`` from PyTorch's CPU index, no CUDA download) and the wheel
-  of the ``labs`` package built from this checkout, with the grader's extra;
-* ``run_autograder``: ``labs-grade --gradescope "${AUTOGRADER_ROOT:-/autograder}"``;
-* the lab's answer key and ``labs-autograder.json`` (key, visibility, time limits).
-
-``labs-grade --gradescope ROOT`` (:func:`run`) grades the notebook in ``ROOT/submission`` against
-the key and writes ``ROOT/results/results.json``: one test per exercise with ``score``,
-``max_score`` (the key's points), ``status``, ``output`` (the feedback line ``labs-grade`` prints,
-escaped: :func:`labs.course.feedback.feedback_line`) and ``visibility``; the top level has the total
-``score``, ``execution_time``, an ``output`` summary (with the protections that are off where the
-container forbids namespaces), ``visibility`` and ``stdout_visibility``. A missing, unreadable or
-ambiguous submission is a result (every exercise 0 points, saying why), never a crash; only a
-grader failure (no kernel can start) exits 3 without ``results.json``, which Gradescope reports as
-an autograder error rather than a grade. ``AUTOGRADER_ROOT`` moves the whole layout (tests run
-it under a temporary folder).
+``labs-grade --gradescope ROOT`` (:func:`run`, what a bundle's ``run_autograder`` runs:
+:mod:`labs.course.bundle`) grades the notebook in ``ROOT/submission`` against the bundle's key and
+writes ``ROOT/results/results.json`` in the format of Gradescope's autograder specification
+(https://gradescope-autograders.readthedocs.io/en/latest/specs/): one test per exercise with
+``score``, ``max_score`` (the key's points), ``status``, ``output`` (the feedback line
+``labs-grade`` prints, escaped: :func:`labs.course.feedback.feedback_line`) and ``visibility``; at
+the top the total ``score``, ``execution_time``, an ``output`` summary (with the protections that
+are off where the container forbids namespaces), ``visibility`` and ``stdout_visibility``. A
+missing, unreadable or ambiguous submission is a result (every exercise 0 points, saying why),
+never a crash; only a grader failure (no kernel can start) exits 3 without ``results.json``, which
+Gradescope reports as an autograder error rather than a grade. Before it writes ``results.json``
+the run kills whatever the submission left running (it adopts orphaned processes), and where the
+kernel could read files it removes the key from the container first. ``ROOT`` is
+``/autograder`` on Gradescope; tests run the same layout under a temporary folder.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
+from labs.course.bundle import CELL_TIMEOUT, CONFIG, NOTEBOOK_TIMEOUT
 from labs.course.feedback import clean, escape, feedback_line
-from labs.course.notebooks import REPO_ROOT, NotebookError
+from labs.course.notebooks import NotebookError
 from labs.course.points import key_points
 from labs.course.results import ExerciseResult, all_fail
 
-__all__ = [
-    "VISIBILITIES", "CONFIG", "build_wheel", "write_bundle", "find_submission", "results", "run",
-]  # fmt: skip
-
-VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
-CONFIG = "labs-autograder.json"
-TORCH = "torch==2.13.0"  #: the project's CPU pin (tools/setup.sh)
-CELL_TIMEOUT = 120
-NOTEBOOK_TIMEOUT = 240  #: twice this (reference run + submission) fits Gradescope's 10 minutes
-
-SETUP = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder image (Ubuntu, Python >= 3.10).
-set -euo pipefail
-cd "$(dirname "${{BASH_SOURCE[0]}}")"  # /autograder/source
-ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
-TORCH_SPEC="${{TORCH_SPEC:-{torch}}}"
-TORCH_INDEX="${{TORCH_INDEX:-https://download.pytorch.org/whl/cpu}}"
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip \\
-    util-linux >/dev/null
-fi
-python3 -m venv "$ROOT/venv"
-pip=("$ROOT/venv/bin/python" -m pip install --quiet --disable-pip-version-check)
-# torch alone first, from PyTorch's CPU index: the grader has no GPU, and PyPI's Linux wheel would
-# bring gigabytes of CUDA libraries
-"${{pip[@]}}" --index-url "$TORCH_INDEX" "$TORCH_SPEC"
-# the labs package of this release with the grader's extra; torch named again so it stays pinned
-"${{pip[@]}}" "$TORCH_SPEC" "./{wheel}[grade,triton]"
-"$ROOT/venv/bin/labs-grade" --help >/dev/null
-echo "setup.sh: ready ($("$ROOT/venv/bin/python" --version), $TORCH_SPEC)"
-"""
-
-RUN = """#!/usr/bin/env bash
-# Gradescope runs this for every submission, in a fresh container, from /autograder. It grades
-# the notebook in $ROOT/submission against the key ({key}) and writes $ROOT/results/results.json.
-# AUTOGRADER_ROOT moves the whole layout (a test runs it under a temporary folder).
-set -uo pipefail
-ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
-exec "$ROOT/venv/bin/labs-grade" --gradescope "$ROOT"
-"""
-
-
-def build_wheel(dest: Path) -> Path:
-    """The wheel of this checkout's ``labs`` package, built into ``dest`` (from a copy of the
-    sources, so nothing is written into the checkout)."""
-    if not (REPO_ROOT / "pyproject.toml").is_file():
-        raise NotebookError(
-            f"labs-release --gradescope builds the labs wheel from the repository checkout; "
-            f"{REPO_ROOT / 'pyproject.toml'} is missing (run it from a clone of the book)"
-        )
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="labs-wheel-") as tmp:
-        src = Path(tmp) / "src"
-        src.mkdir()
-        for name in ("pyproject.toml", "README.md"):
-            shutil.copy(REPO_ROOT / name, src / name)
-        ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-        shutil.copytree(REPO_ROOT / "labs", src / "labs", ignore=ignore)
-        cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        done = subprocess.run(
-            [*cmd, "-w", str(tmp), str(src)], capture_output=True, text=True, cwd=tmp
-        )
-        if done.returncode:
-            raise NotebookError(f"could not build the labs wheel: {done.stderr[-2000:]}")
-        (wheel,) = Path(tmp).glob("dlsys_labs-*.whl")
-        target = dest / wheel.name
-        shutil.copy(wheel, target)
-    return target
-
-
-def write_bundle(
-    key_path: Path,
-    out_dir: Path,
-    wheel: Path,
-    *,
-    visibility: str = "visible",
-    cell_timeout: float = CELL_TIMEOUT,
-    notebook_timeout: float = NOTEBOOK_TIMEOUT,
-) -> Path:
-    """Write ``out_dir/<lab>/`` and ``out_dir/<lab>.zip`` (files at the zip's root); the zip's path."""
-    if visibility not in VISIBILITIES:
-        raise ValueError(f"visibility {visibility!r}: expected one of {', '.join(VISIBILITIES)}")
-    lab = key_path.stem
-    folder = out_dir / lab
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    shutil.copy(key_path, folder / key_path.name)
-    shutil.copy(wheel, folder / wheel.name)
-    config = {
-        "key": key_path.name,
-        "visibility": visibility,
-        "timeout": cell_timeout,
-        "notebook_timeout": notebook_timeout,
-    }
-    (folder / CONFIG).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
-    (folder / "setup.sh").write_text(SETUP.format(torch=TORCH, wheel=wheel.name), encoding="utf-8")
-    (folder / "run_autograder").write_text(RUN.format(key=key_path.name), encoding="utf-8")
-    for name in ("setup.sh", "run_autograder"):
-        (folder / name).chmod(0o755)
-    archive = out_dir / f"{lab}.zip"
-    tmp = archive.with_name(f".{archive.name}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(folder.iterdir()):
-            info = zipfile.ZipInfo(path.name, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = (
-                0o755 if path.name in ("setup.sh", "run_autograder") else 0o644
-            ) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
-    tmp.replace(archive)
-    return archive
+__all__ = ["find_submission", "results", "run"]
 
 
 def find_submission(folder: Path, lab: str) -> Path | str:
@@ -244,6 +119,64 @@ def results(
     }
 
 
+def _adopt_orphans() -> bool:
+    """Make this process adopt what the kernels leave behind (Linux ``PR_SET_CHILD_SUBREAPER``):
+    a daemon that double-forks into its own session becomes our descendant, not init's."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            try:
+                kids = [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def _kill_leftovers() -> int:
+    """SIGKILL every process still under this one once grading is over (none should be); how many
+    there were. Stopped first, then killed, round after round, so a forking one cannot outrun it."""
+    import os
+    import signal
+
+    killed: set[int] = set()
+    for _ in range(100):
+        while True:  # reap the dead (adopted orphans are our children now)
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        alive = [p for p in _descendants(os.getpid()) if not _zombie(p)]
+        if not alive:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for p in alive:
+                try:
+                    os.kill(p, sig)
+                except ProcessLookupError:
+                    pass
+        killed.update(alive)
+        time.sleep(0.05)
+    return len(killed)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def run(root: Path, *, isolate: bool = True, out=None) -> int:
     """Grade ``root/submission`` for Gradescope into ``root/results/results.json``.
 
@@ -257,6 +190,7 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
 
     out = out or sys.stdout
     t0 = time.monotonic()
+    adopting = _adopt_orphans()
     source = root / "source"
     try:
         config = json.loads((source / CONFIG).read_text(encoding="utf-8"))
@@ -282,6 +216,9 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
             return 3
         for e in graded.exercises:
             print("  " + feedback_line(e), file=out)
+    left = _kill_leftovers() if adopting else 0
+    if left:  # before results.json is written: nothing of the submission's can rewrite it
+        print(f"note: killed {left} process(es) the submission left running", file=out)
     payload = results(
         key, graded, why="" if graded else str(found), seconds=time.monotonic() - t0,
         visibility=visibility,

@@ -164,7 +164,7 @@ def _gradescope(labs: list[Path], args) -> int:
     """Write one Gradescope autograder bundle per lab (the keys just written)."""
     import tempfile
 
-    from labs.course.gradescope import build_wheel, write_bundle
+    from labs.course.bundle import build_wheel, write_bundle
 
     try:
         with tempfile.TemporaryDirectory(prefix="labs-wheel-") as tmp:
