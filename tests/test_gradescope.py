@@ -161,6 +161,7 @@ def test_a_solution_gets_every_point(bundle, tmp_path):
     assert "PASS exercise 3: weight bytes" in doc["tests"][2]["output"]
     assert doc["tests"][0]["name"] == "Exercise 1: return twice x"
     assert doc["stdout_visibility"] == "hidden" and "4 of 4 points" in doc["output"]
+    assert doc["extra_data"] == {"protections_off": []} or "Protections off" in doc["output"]
 
 
 def test_a_stub_gets_none_and_says_why(bundle, tmp_path):
@@ -252,4 +253,5 @@ def test_without_namespaces_it_says_which_protections_are_off_removes_the_key_an
     assert schema_problems(doc) == [] and doc["score"] == 4, doc
     assert "Protections off on this grader: isolation turned off" in doc["output"]
     assert "limits still apply" in doc["output"]
+    assert "filesystem" in doc["extra_data"]["protections_off"]
     assert not (root / "source" / f"{LAB}.json").exists(), "the key must leave the container"

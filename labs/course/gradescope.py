@@ -60,13 +60,14 @@ def find_submission(folder: Path, lab: str) -> Path | str:
 
 def results(
     key: dict[str, Any], result=None, *, why: str = "", seconds: float = 0,
-    visibility: str = "visible",
+    visibility: str = "visible", protections_off: list[str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """``results.json`` for one graded notebook (``result``), or for none (``why`` not).
 
     One test per exercise of the key: ``score`` and ``max_score`` from the key's points (0 and 0
     for an exercise that is not applicable here), ``status``, ``output`` (the feedback line that
-    ``labs-grade`` prints) and ``visibility``.
+    ``labs-grade`` prints) and ``visibility``; ``extra_data`` lists the sandbox's protections
+    that are off where it ran (``protections_off``, empty when all are on).
     """
     submitted = result is not None
     if not submitted:
@@ -116,6 +117,7 @@ def results(
         "visibility": visibility,
         "stdout_visibility": "hidden",
         "tests": tests,
+        "extra_data": {"protections_off": sorted(protections_off or [])},
     }
 
 
@@ -199,8 +201,10 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
         print(f"error: the autograder bundle in {source} is broken: {escape(err)}", file=out)
         return 2
     visibility = config.get("visibility", "visible")
-    isolation = Sandbox(isolate=isolate).isolation
-    if isolation:  # without namespaces a kernel could read the key: it leaves the container first
+    box = Sandbox(isolate=isolate)  # not started: says which protections are off here
+    isolation = box.isolation
+    off = list(getattr(box, "protections_off", None) or (["filesystem"] if isolation else []))
+    if "filesystem" in off:  # a kernel could read the key: it leaves the container first
         print(f"note: {escape(isolation)}; removing the key from this container", file=out)
         (source / config["key"]).unlink(missing_ok=True)
     found = find_submission(root / "submission", key["lab"])
@@ -221,7 +225,7 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
         print(f"note: killed {left} process(es) the submission left running", file=out)
     payload = results(
         key, graded, why="" if graded else str(found), seconds=time.monotonic() - t0,
-        visibility=visibility,
+        visibility=visibility, protections_off=off,
     )  # fmt: skip
     target = root / "results" / "results.json"
     target.parent.mkdir(parents=True, exist_ok=True)
