@@ -8,8 +8,9 @@ For each profile it uses a virtual environment outside the repository, kept betw
 shared by every checkout on the machine (``$DLSYS_COMPAT_CACHE``, default
 ``~/.cache/dlsys-compat/<profile>-<hash of what it holds>``: its pins, torch, pyproject.toml's
 requirements, this Python). It is built once, under a lock, and rebuilt only when what it holds
-changes (the previous build is then removed); torch's multi-GB Linux wheel is installed once per
-version into a base environment that the profiles hard-link. The ``labs`` wheel built from this
+changes (a build no run has used for a week is removed); torch's multi-GB Linux wheel is
+installed once per version into a base environment that the profiles hard-link. "The newest of
+everything else" in ``lowest`` is the newest when its environment was built. The ``labs`` wheel built from this
 checkout is never installed into a shared environment: it is unpacked into this run's folder
 (``$DLSYS_COMPAT_DIR``, default ``/tmp/dlsys-compat-<hash of the checkout's path>``, removed at
 the end under ``CI=true``) and put first on ``PYTHONPATH``. Then it:
@@ -182,6 +183,7 @@ def torch_base(spec: str) -> Path:
     base = CACHE / f"torch-{key}"
     with locked(base.name):
         if (base / ".stamp").exists():
+            (base / ".stamp").touch()  # in use: not pruned
             return base
         t0 = time.perf_counter()
         shutil.rmtree(base, ignore_errors=True)
@@ -247,12 +249,11 @@ def build_env(profile: str, overlay: Path) -> Path:
                 (_site(venv) / "_dlsys_fake_colab.pth").write_text("import _dlsys_fake_colab\n")
             prepare(profile, venv, overlay)
             (venv / ".stamp").write_text(stamp)
-            for old in CACHE.glob(f"{profile}-*"):
-                if old != venv:
-                    shutil.rmtree(old, ignore_errors=True)
             log(f"{profile}: environment built in {time.perf_counter() - t0:.0f} s ({venv})")
         else:
+            (venv / ".stamp").touch()  # in use: not pruned (below) while it is
             log(f"{profile}: environment reused ({venv})")
+        prune()
     shown = ["torch", "numpy", "pandas", "matplotlib", "ipywidgets", "ipykernel", "onnxruntime"]
     have = versions(venv)
     log(f"{profile}: {', '.join(f'{n} {have.get(n)}' for n in shown)}")
@@ -271,6 +272,17 @@ def versions(venv: Path | None = None) -> dict[str, str | None]:
     python = str(venv / "bin" / "python") if venv else sys.executable
     done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
     return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def prune(days: float = 7) -> None:
+    """Remove environments no run has used for ``days`` (another branch may still be using an
+    older build, so none is removed merely for being older)."""
+    cutoff = time.time() - days * 86400
+    for path in CACHE.iterdir() if CACHE.is_dir() else []:
+        stamp = path / ".stamp"
+        if path.is_dir() and stamp.exists() and stamp.stat().st_mtime < cutoff:
+            shutil.rmtree(path, ignore_errors=True)
+            log(f"removed {path} (unused for {days:g} days)")
 
 
 def prepare(profile: str, venv: Path, overlay: Path) -> None:
