@@ -27,8 +27,11 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # The longest test modules, collected first: tools/test.sh runs each module whole on one
 # pytest-xdist worker (--dist loadscope) in collection order, so these start first, on both workers,
-# and the many short modules fill the time after them.
-FIRST = ("test_book.py", "test_lab_exercises.py", "test_grade_sealed.py", "test_wrong_answers.py")
+# and the many short modules fill the time after them. Longest first, by tests/BUDGET.md.
+FIRST = (
+    "test_book.py", "test_lab_exercises.py", "test_wrong_answers.py", "test_fsdp_train.py",
+    "test_gradebook.py", "test_inference_chunked_prefill.py", "test_grade_sealed.py",
+)  # fmt: skip
 
 
 def pytest_collection_modifyitems(config, items):
