@@ -13,5 +13,10 @@ key's solution once per lab in a trusted kernel to record the expected values;
 values back as plain data; :mod:`labs.course.verdict` compares them in the grader;
 :mod:`labs.course.grade` grades a submission; :mod:`labs.course.results` what it found;
 :mod:`labs.course.gradebook` the command line and class mode; :mod:`labs.course.wrong_answers`
-proves that checks reject plausible wrong answers.
+proves that checks reject plausible wrong answers.  For courses: :mod:`labs.course.points` what
+each exercise is worth; :mod:`labs.course.feedback` the one escaping function for everything
+printed or written; :mod:`labs.course.report` the table and summary;
+:mod:`labs.course.gradefile` the CSV and JSON gradebooks; :mod:`labs.course.exports` Canvas and
+Moodle imports; :mod:`labs.course.shards` a class on many machines; :mod:`labs.course.bundle`
+and :mod:`labs.course.gradescope` Gradescope's autograder.
 """
