@@ -49,6 +49,7 @@ ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 TORCH_SPEC="${{TORCH_SPEC:-{torch}}}"
 TORCH_INDEX="${{TORCH_INDEX:-https://download.pytorch.org/whl/cpu}}"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip \\
     util-linux >/dev/null
 fi
