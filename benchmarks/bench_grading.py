@@ -27,7 +27,6 @@ Jupyter kernel against the sealed sandbox with the rewritten checks; the issue's
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -118,8 +117,10 @@ def check_jobs(lab: Path, jobs: int, cores: int) -> None:
         with CpuMeter() as m:
             grade_notebooks(paths, jobs=jobs, key=REPO / "instructor" / "keys" / f"{lab.stem}.json")
     model = projected(row, len(paths), jobs, cores)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n{lab.stem}: {len(paths)} copies with --jobs {jobs}: measured {m.wall:.0f} s, "
-          f"projected {model:.0f} s (ratio {m.wall / model:.2f})")  # fmt: skip
+          f"projected for idle cores {model:.0f} s (ratio {m.wall / model:.2f}; load average "
+          f"{load:.1f} on {cores} cores)")  # fmt: skip
 
 
 def overhead(repeats: int) -> None:
@@ -194,9 +195,9 @@ def main() -> None:
         ok = row["solution_passed"][0] == row["solution_passed"][1] and not row["stub_passed"][0]
         print(f"{lab.stem:<28} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} {rate:9.1f} "
               f"{minutes:12.1f} min{'' if ok else '  (solution or stub graded wrongly!)'}")  # fmt: skip
-    print(f"every lab above, a class of {size} each, --jobs {jobs} on {cores} cores: "
-          f"{total:.0f} min ({math.ceil(total / 60)} h); shards (--shard K/N) on N machines "
-          "divide it by about N")  # fmt: skip
+    hours = f" ({total / 60:.1f} h)" if total >= 60 else ""
+    print(f"every lab above, a class of {size} each, --jobs {jobs} on {cores} idle cores: "
+          f"{total:.0f} min{hours}; N machines (--shard K/N) take about 1/N of it")  # fmt: skip
     if args.check_jobs and labs:
         check_jobs(labs[0], jobs, cores)
 
