@@ -103,7 +103,8 @@ def results(
             lines.append(f"Cells that failed outside the checks: {', '.join(map(str, others))}.")
         if result.isolation:
             lines.append(
-                f"Protections off on this grader: {clean(result.isolation)}. The time, memory, "
+                f"Protections off on this grader: "
+                f"{clean(result.isolation.removeprefix('protections off here: '))}. The time, memory, "
                 "file and output limits still apply, and every verdict is made outside your "
                 "kernel."
             )
