@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--overhead", action="store_true", help="the per-notebook overhead")
     parser.add_argument("--repeats", type=int, default=3, help="with --overhead")
     args = parser.parse_args()
-    print(f"isolation: {isolation_available() or 'user, PID, mount and network namespaces'}; "
+    print(f"isolation: {isolation_available() or 'sealed'}; "
           f"{cores} cores; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")  # fmt: skip
     if args.overhead:
         overhead(args.repeats)

@@ -31,7 +31,7 @@ import torch
 
 from labs import gpt
 from labs.inference.batching import make_trace
-from labs.serving import engine, export, loadgen
+from labs.serving import checkpoint, export, loadgen
 from labs.serving.replay import serve_trace
 from labs.serving.server import ServiceProcess
 from labs.systems.roofline import compare_times
@@ -121,7 +121,7 @@ def main() -> None:
     compare(model, args.requests, args.rate)
     sweep(model, 80, [25, 50, 100, 200, 400, 800])
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = engine.save_checkpoint(model, Path(tmp) / "tiny.safetensors")
+        ckpt = checkpoint.save_checkpoint(model, Path(tmp) / "tiny.safetensors")
         live(ckpt, args.requests, 80.0)
     forward(model, args.skip_compile)
 

@@ -37,6 +37,11 @@ FIRST = (
 def pytest_collection_modifyitems(config, items):
     order = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: order.get(item.path.name, len(FIRST)))  # stable: else as found
+    if not torch.cuda.is_available():  # tests marked gpu: one skip line each on a CPU machine
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (bash tools/gpu-check.sh runs it on one)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
 
 
 @pytest.fixture

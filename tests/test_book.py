@@ -16,6 +16,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import page_outputs
 import pytest
 from bs4 import BeautifulSoup
 
@@ -65,6 +66,15 @@ def built_book():
     assert result.returncode == 0, "book build failed:\n" + "\n".join(warnings[-40:]) + log[-3000:]
     assert not warnings, "the build must have zero warnings:\n" + "\n".join(warnings)
     return HTML
+
+
+def test_no_page_shows_stray_output(built_book):
+    """No rendered output shows an object repr, stderr, a warning, a traceback, a machine path
+    or a ratio rounded into nonsense (tests/page_outputs.py; its rules: tests/test_page_outputs.py)."""
+    pages = page_outputs.executed_pages()
+    assert len(pages) >= 44, f"expected every chapter and lab executed, found {len(pages)}"
+    found = page_outputs.problems(pages)
+    assert not found, "stray output on the executed pages:\n" + "\n".join(found)
 
 
 def chromium(*args: str) -> str:

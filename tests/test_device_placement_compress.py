@@ -178,3 +178,48 @@ def test_new_layers_keep_the_dtype(compress):
     dtypes = {p.dtype for p in out.parameters()}
     assert dtypes == {torch.float64}, f"the compressed float64 model holds {dtypes}"
     assert out(IDS).dtype == torch.float64
+
+
+def test_wanda_awq_int4_int8_sharing_and_distillation(model):
+    """The rest of the compression code: Wanda, AWQ's search, int4 and int8 layers, shared
+    blocks, perplexity and a distillation step all build their tensors where the weights are."""
+    import itertools
+
+    from labs.compress import awq, distill, int4, int8, sharing, wanda
+
+    two = gpt.GPT(gpt.GPTConfig(block_size=16, n_layer=2, n_head=2, n_embd=32, seed=0)).to(CPU)
+    up = model.blocks[0].mlp.up_proj
+    x = torch.randn(5, 32, generator=torch.Generator(CPU).manual_seed(0), device=CPU)
+    same_on_meta(lambda: on_cpu(wanda.wanda_model(model, IDS, 0.5, 2, 4)[0]))
+    same_on_meta(lambda: on_cpu(awq.awq_model(model, IDS, 4, 8, grid=4)[0]))
+    same_on_meta(lambda: on_cpu(int4.to_int4(model, 8)))
+    same_on_meta(lambda: as_list(int8.Int8Linear(up)(x)))
+    same_on_meta(lambda: as_list(int8.int8_linear(x, up.weight.detach())))
+    same_on_meta(lambda: on_cpu(sharing.share_blocks(two.eval())))
+    same_on_meta(lambda: measure.perplexity(model, IDS.reshape(-1), window=8))
+
+    def distill_one_step():
+        torch.manual_seed(0)
+        batches = itertools.repeat((IDS[:, :-1], IDS[:, 1:]))
+        return distill.distill(copy.deepcopy(model), model, batches, 1)
+
+    same_on_meta(distill_one_step)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_forward_and_backward(causal):
+    from labs.attention import flash
+
+    gen = torch.Generator(CPU).manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 37, 16, generator=gen, device=CPU) for _ in range(3))
+    same_on_meta(
+        lambda: as_list(flash.flash_attention(q, k, v, causal=causal, block_q=8, block_k=16))
+    )
+    same_on_meta(lambda: as_list(flash.naive_attention(q, k, v, causal=causal)))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+
+    def backward():
+        o = flash.flash_attention(*leaves, causal=causal, block_q=8, block_k=16)
+        return [as_list(g) for g in torch.autograd.grad(o.sum(), leaves)]
+
+    same_on_meta(backward)

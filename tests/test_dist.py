@@ -91,7 +91,7 @@ def test_reductions_match_numpy(c):
         out = _wrap(np.zeros(shape, dtype), kind)
         dist.reduce_scatter(out, [_wrap(_data(i, shape, dtype, 2 + j), kind) for j in range(p)],
                             op=rop, group=g)  # fmt: skip
-        flat_out = _wrap(np.zeros(shape, dtype), kind)
+        flat_out = _wrap(np.zeros(int(np.prod(shape)), dtype), kind)  # gloo: 1-d in, 1-d out
         big = np.concatenate([_data(i, shape, dtype, 20 + j).reshape(-1) for j in range(p)])
         dist.reduce_scatter_tensor(flat_out, _wrap(big, kind), op=rop, group=g)
         return _np(x), _np(y), _np(out), _np(flat_out)
@@ -106,11 +106,9 @@ def test_reductions_match_numpy(c):
         np.testing.assert_array_equal(
             x, _reduce_ref([_data(k, shape, dtype) for k in range(p)], op)
         )
-        if r == root:
+        if r == root:  # (the others hold gloo's partial sums: p12_reduction_order.py checks them)
             ref = _reduce_ref([_data(k, shape, dtype, 1) for k in range(p)], op)
             np.testing.assert_array_equal(y, ref)
-        else:
-            np.testing.assert_array_equal(y, _data(i, shape, dtype, 1))
         ref = _reduce_ref([_data(k, shape, dtype, 2 + i) for k in range(p)], op)
         np.testing.assert_array_equal(out, ref)
         ref = _reduce_ref([_data(k, shape, dtype, 20 + i) for k in range(p)], op)
@@ -137,7 +135,8 @@ def test_data_movement_matches_numpy(c):
         lst = [_wrap(np.zeros(shape, dtype), kind) for _ in range(p)]
         dist.all_gather(lst, _wrap(_data(i, shape, dtype, 1), kind), group=g)
         flat = _wrap(np.zeros(p * int(np.prod(shape)), dtype), kind)
-        dist.all_gather_into_tensor(flat, _wrap(_data(i, shape, dtype, 2), kind), group=g)
+        mine = _data(i, shape, dtype, 2).reshape(-1)  # gloo: concatenated along dim 0
+        dist.all_gather_into_tensor(flat, _wrap(mine, kind), group=g)
         gl = [_wrap(np.zeros(shape, dtype), kind) for _ in range(p)] if r == root else None
         dist.gather(_wrap(_data(i, shape, dtype, 3), kind), gl, dst=root, group=g)
         sl = [_wrap(_data(j, shape, dtype, 4), kind) for j in range(p)] if r == root else None
@@ -309,7 +308,7 @@ def test_exception_in_a_rank_stops_all_and_keeps_type_and_traceback():
 
 @pytest.mark.parametrize(
     "case",
-    ["dst-range", "src-range", "self-send", "list-length", "non-contiguous", "list-shape",
+    ["dst-range", "src-range", "self-send", "list-length", "view-with-gaps", "list-shape",
      "recv-size", "scatter-list", "gather-output", "scatter-list-non-src",
      "gather-list-non-dst"],
 )  # fmt: skip
@@ -325,8 +324,8 @@ def test_bad_arguments_raise_value_error_naming_rank_and_op(case):
             dist.send(x, dst=0)
         elif case == "list-length":
             dist.all_gather([torch.zeros(4)], x)
-        elif case == "non-contiguous":
-            dist.all_reduce(torch.zeros(4, 4).t())
+        elif case == "view-with-gaps":
+            dist.all_reduce(torch.zeros(4, 8)[:, ::2])  # a view with gaps (gloo: garbage)
         elif case == "list-shape":
             dist.all_gather([torch.zeros(4), torch.zeros(5)], x)
         elif case == "recv-size":

@@ -130,11 +130,11 @@ def test_fsdp2_program_matches_zero3_losses_and_memory():
 
 def _unsupported() -> None:
     dist.init_process_group("gloo")
-    tdist.distributed_c10d._get_default_group().allgather_coalesced([[torch.zeros(1)]], [])
+    tdist.distributed_c10d._get_default_group().gather_coalesced([[torch.zeros(1)]], [])
 
 
 def test_unsupported_call_names_itself():
-    with pytest.raises(NotImplementedError, match="ProcessGroup.allgather_coalesced"):
+    with pytest.raises(NotImplementedError, match="ProcessGroup.gather_coalesced"):
         dist.launch(_unsupported, WORLD, timeout=20)
 
 
@@ -178,15 +178,20 @@ def test_mismatched_collective_names_both_ranks():
     assert "float32[2]" in str(err.value) and "float32[3]" in str(err.value)  # either rank first
 
 
-def _nccl() -> str:
+def _nccl() -> tuple[str, str, str]:
+    from labs.dist.backend import EmulatedProcessGroup
+
     dist.init_process_group("nccl")
-    name = tdist.distributed_c10d._get_default_group().getBackendName()
+    pg = tdist.distributed_c10d._get_default_group()
+    kind = type(pg).__name__ if isinstance(pg, EmulatedProcessGroup) else "?"
+    answer = (kind, pg.getBackendName(), tdist.get_backend())
     dist.destroy_process_group()
-    return name
+    return answer
 
 
 def test_nccl_runs_on_the_emulated_backend_with_one_notice(capfd):
-    assert dist.launch(_nccl, WORLD) == ["emulated"] * WORLD
+    # the emulated backend runs gloo's collectives on CPU tensors, and says so
+    assert dist.launch(_nccl, WORLD) == [("EmulatedProcessGroup", "gloo", "gloo")] * WORLD
     err = capfd.readouterr().err
     assert len(re.findall("backend 'nccl' runs on the emulated backend", err)) == 1
 

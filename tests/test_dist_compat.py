@@ -36,9 +36,9 @@ def test_subgroups_and_non_members():
 
     assert dist.launch(program, 4) == [(2, 1, True, -1), (2, 1, False, -1), (2, 5, True, 0),
                                        (2, 5, False, 1)]  # fmt: skip
-    with pytest.raises(ValueError, match="divisor"):
+    with pytest.raises(ValueError, match="must be divisible"):  # torch's checks and messages
         dist.launch(lambda: dist.new_subgroups(group_size=3), 4)
-    with pytest.raises(ValueError, match="disjoint"):
+    with pytest.raises(ValueError, match="has appeared in both subgroup"):
         dist.launch(lambda: dist.new_subgroups_by_enumeration([[0, 1], [1]]), 2)
 
 
@@ -77,10 +77,10 @@ def test_batch_isend_irecv_and_p2pop_checks():
         return got.tolist()
 
     assert dist.launch(program, 3) == [[2.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
-    with pytest.raises(ValueError, match="isend or irecv"):
+    with pytest.raises(ValueError, match="Invalid ``op``"):
         dist.P2POp(dist.send, torch.zeros(1), 0)
     with pytest.raises(ValueError, match="non-empty list"):
-        dist.batch_isend_irecv([])
+        dist.launch(lambda: dist.batch_isend_irecv([]), 2)
 
 
 def test_all_to_all_single_uneven_zero_and_errors():
@@ -142,7 +142,8 @@ def test_bitwise_reduce_ops():
         return x.tolist(), y.item()
 
     assert dist.launch(program, 3) == [([7, 7], 0)] * 3
-    with pytest.raises(ValueError, match="integer or bool"):
+    # gloo's RuntimeError (the emulator's error is also a ValueError)
+    with pytest.raises(RuntimeError, match="Cannot use ReduceOp.BAND with non-integral dtype"):
         dist.launch(lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND), 2)
 
 
@@ -189,7 +190,9 @@ def test_per_rank_random_state_is_deterministic_and_isolated():
 def test_patching_is_undone():
     before = {n: getattr(tdist, n) for n in PATCHED if hasattr(tdist, n)}
     with patched_torch_distributed():
-        assert tdist.init_process_group is dist.init_process_group
+        # labs.dist's on emulated ranks, torch's own on any other thread
+        assert tdist.init_process_group is not before["init_process_group"]
+        assert tdist.P2POp is dist.P2POp and issubclass(dist.P2POp, before["P2POp"])
         # labs.dist's before init_process_group, torch's own (on the emulated backend) after
         assert tdist.all_to_all_single is not before["all_to_all_single"]
     assert all(getattr(tdist, n) is f for n, f in before.items())
@@ -216,3 +219,144 @@ def test_each_script_rank_has_its_own_environment(tmp_path, monkeypatch):
     lines = run_script(str(script), 3, prefix=False)
     assert lines == [[f"{r} 3 {r} ['ONLY_MINE']"] for r in range(3)]
     assert os.environ is real and "RANK" not in os.environ and "ONLY_MINE" not in os.environ
+
+
+# -- every function of the drop-in module, with torch's default group and without it ---------------
+def _walk(with_torch_group: bool) -> dict:
+    """Call every public function of ``labs.dist`` on 4 ranks; return what each gave (rank's
+    view).  ``with_torch_group``: after ``init_process_group("gloo")`` (the emulated backend)."""
+    r, out = dist.get_rank(), {}
+    if with_torch_group:
+        dist.init_process_group("gloo")
+    out["is_initialized"] = dist.is_initialized()
+    out["is_emulated"] = dist.is_emulated()
+    out["is_available"] = dist.is_available()
+    out["get_backend"] = dist.get_backend()
+    out["get_rank"], out["get_world_size"] = dist.get_rank(), dist.get_world_size()
+    g = dist.new_group([1, 2, 3])
+    out["new_group"] = dist.get_rank(g), dist.get_world_size(g)
+    if r:
+        out["get_process_group_ranks"] = dist.get_process_group_ranks(g)
+        out["get_global_rank"] = dist.get_global_rank(g, 0)
+        out["get_group_rank"] = dist.get_group_rank(g, 3)
+    cur, subs = dist.new_subgroups(group_size=2)
+    out["new_subgroups"] = dist.get_process_group_ranks(cur), len(subs)
+    mine, grid = dist.new_subgroups_by_enumeration([[0, 2], [1, 3]])  # picotron's grid
+    out["new_subgroups_by_enumeration"] = dist.get_process_group_ranks(mine), len(grid)
+    x = torch.full((2,), float(r))
+    dist.all_reduce(x)
+    out["all_reduce"] = x.tolist()
+    b = torch.full((2,), float(r))
+    dist.broadcast(b, src=2)
+    out["broadcast"] = b.tolist()
+    y = torch.full((2,), float(r + 1))
+    dist.reduce(y, dst=0)
+    out["reduce"] = y.tolist() if r == 0 else None
+    lst = [torch.zeros(1) for _ in range(4)]
+    dist.all_gather(lst, torch.tensor([float(r)]))
+    out["all_gather"] = [t.item() for t in lst]
+    flat = torch.zeros(4)
+    dist.all_gather_into_tensor(flat, torch.tensor([float(r)]))
+    single = torch.zeros(4)
+    dist.all_gather_single(single, torch.tensor([float(r)]))
+    out["all_gather_into_tensor"] = flat.tolist(), single.tolist()
+    gl = [torch.zeros(1) for _ in range(4)] if r == 3 else None
+    dist.gather(torch.tensor([float(r)]), gl, dst=3)
+    out["gather"] = [t.item() for t in gl] if gl else None
+    s = torch.zeros(1)
+    dist.scatter(s, [torch.tensor([10.0 + i]) for i in range(4)] if r == 1 else None, src=1)
+    out["scatter"] = s.item()
+    rs = torch.zeros(1)
+    dist.reduce_scatter(rs, [torch.tensor([float(i)]) for i in range(4)])
+    rst, rss = torch.zeros(1), torch.zeros(1)
+    dist.reduce_scatter_tensor(rst, torch.arange(4.0))
+    dist.reduce_scatter_single(rss, torch.arange(4.0))
+    out["reduce_scatter"] = rs.item(), rst.item(), rss.item()
+    a2a = [torch.zeros(1) for _ in range(4)]
+    dist.all_to_all(a2a, [torch.tensor([float(10 * r + j)]) for j in range(4)])
+    single_out = torch.zeros(4)
+    dist.all_to_all_single(single_out, torch.arange(4.0) + 10 * r)
+    out["all_to_all"] = [t.item() for t in a2a], single_out.tolist()
+    got = torch.zeros(1)
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.tensor([float(r)]), (r + 1) % 4),
+                                    dist.P2POp(dist.irecv, got, (r - 1) % 4)])  # fmt: skip
+    for w in works:
+        w.wait()
+    out["batch_isend_irecv"] = got.item()
+    if r == 0:
+        dist.send(torch.tensor([5.0]), dst=1)
+        dist.isend(torch.tensor([6.0]), dst=1).wait()
+    elif r == 1:
+        a, c = torch.zeros(1), torch.zeros(1)
+        src = dist.recv(a, src=0)
+        dist.irecv(c, src=0).wait()
+        out["send_recv"] = a.item(), c.item(), src
+    objs = [None] * 4
+    dist.all_gather_object(objs, {"r": r})
+    bo = [{"from": r}]
+    dist.broadcast_object_list(bo, src=1)
+    go = [None] * 4 if r == 0 else None
+    dist.gather_object(r * 2, go, dst=0)
+    so = [None]
+    dist.scatter_object_list(so, list("abcd") if r == 3 else None, src=3)
+    out["objects"] = objs, bo, go, so
+    if r == 2:
+        dist.send_object_list([("x", 1)], dst=3)
+    elif r == 3:
+        ro = [None]
+        out["send_object_list"] = dist.recv_object_list(ro, src=2), ro
+    with dist.region("compute"):
+        pass
+    dist.barrier()
+    dist.monitored_barrier()
+    dist.destroy_process_group(g)  # a subgroup, then everything
+    dist.destroy_process_group()
+    out["after"] = dist.is_initialized()
+    return out
+
+
+WALKED = {
+    "is_initialized", "is_emulated", "is_available", "get_backend", "get_rank",
+    "get_world_size", "new_group", "get_process_group_ranks", "get_global_rank",
+    "get_group_rank", "new_subgroups", "new_subgroups_by_enumeration", "all_reduce",
+    "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
+    "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+    "all_to_all", "all_to_all_single", "batch_isend_irecv", "P2POp", "isend", "irecv", "send",
+    "recv", "all_gather_object", "broadcast_object_list", "gather_object",
+    "scatter_object_list", "send_object_list", "recv_object_list", "region", "barrier",
+    "monitored_barrier", "destroy_process_group", "init_process_group", "launch",
+    "last_trace", "torchrun_backend",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("with_torch_group", [False, True], ids=["labs-groups", "torch-groups"])
+def test_every_function_of_the_drop_in_module(with_torch_group):
+    """The drop-in module, function by function, before ``init_process_group`` (the emulator's
+    own groups) and after it (torch's groups on the emulated backend): the same answers."""
+    public = {n for n in dist.__all__ if callable(getattr(dist, n)) and n[0].islower()}
+    assert public - {"group"} <= WALKED, f"walk these too: {sorted(public - WALKED)}"
+    res = dist.launch(_walk, 4, with_torch_group)
+    assert dist.torchrun_backend() == "gloo" and dist.last_trace().world_size == 4
+    for r, out in enumerate(res):
+        assert (out["is_initialized"], out["is_emulated"], out["is_available"]) == (True,) * 3
+        assert out["get_backend"] == "gloo" and (out["get_rank"], out["get_world_size"]) == (r, 4)
+        assert out["new_group"] == ((r - 1, 3) if r else (-1, -1))
+        if r:
+            assert (out["get_process_group_ranks"], out["get_global_rank"],
+                    out["get_group_rank"]) == ([1, 2, 3], 1, 2)  # fmt: skip
+        assert out["new_subgroups"] == ([0, 1] if r < 2 else [2, 3], 2)
+        assert out["new_subgroups_by_enumeration"] == ([0, 2] if r % 2 == 0 else [1, 3], 2)
+        assert out["all_reduce"] == [6.0, 6.0] and out["broadcast"] == [2.0, 2.0]
+        assert out["reduce"] == ([10.0, 10.0] if r == 0 else None)
+        assert out["all_gather"] == [0.0, 1.0, 2.0, 3.0]
+        assert out["all_gather_into_tensor"] == ([0.0, 1.0, 2.0, 3.0],) * 2
+        assert out["gather"] == ([0.0, 1.0, 2.0, 3.0] if r == 3 else None)
+        assert out["scatter"] == 10.0 + r and out["reduce_scatter"] == (4.0 * r,) * 3
+        assert out["all_to_all"] == ([10.0 * i + r for i in range(4)],) * 2
+        assert out["batch_isend_irecv"] == (r - 1) % 4
+        objs, bo, go, so = out["objects"]
+        assert objs == [{"r": i} for i in range(4)] and bo == [{"from": 1}]
+        assert go == ([0, 2, 4, 6] if r == 0 else None) and so == ["abcd"[r]]
+        assert out["after"] is True  # emulated ranks stay ranks after destroy_process_group
+    assert res[1]["send_recv"] == (5.0, 6.0, 0)
+    assert res[3]["send_object_list"] == (2, [("x", 1)])

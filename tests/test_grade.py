@@ -124,9 +124,10 @@ def test_plain_nbval_works_for_instructors(tmp_path):
 
 def test_notebook_time_limit_and_a_dying_kernel(tmp_path):
     _, key = write_lab_and_key(tmp_path / "instructor", "lab99-demo")
-    slow = good_lab()
-    slow.cells.insert(4, cell("import time\ntime.sleep(2)"))
-    slow.cells.insert(5, cell("time.sleep(2)"))
+    slow = good_lab()  # the limit counts the notebook's own CPU time (sleeping: half the wall)
+    busy = "t = time.process_time()\nwhile time.process_time() < t + 2:\n    pass"
+    slow.cells.insert(4, cell("import time\n" + busy))
+    slow.cells.insert(5, cell(busy))
     dying = good_lab()
     dying.cells.insert(4, cell("import os\nos._exit(0)"))
     paths = [write(tmp_path / "slow.ipynb", slow), write(tmp_path / "dying.ipynb", dying)]

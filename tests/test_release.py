@@ -38,6 +38,30 @@ def test_student_version_replaces_each_block_by_a_stub_at_its_indentation(tmp_pa
     assert student.cells[3].source == CHECK and student.cells[3].metadata["tags"] == ["exercise-1"]
 
 
+def test_student_version_drops_the_guard_cells_of_the_prose(tmp_path):
+    """A guard asserts the book's verdict on the reference run; students are judged by checks."""
+    nb = good_lab()
+    guard = "# guard: lab99-twice\nassert double(2) == 4"
+    nb.cells.insert(4, cell(guard, "remove-cell"))
+    nb.cells.insert(5, cell("# a hidden helper, not a guard\nx = 1", "remove-cell"))
+    student = student_version(parse_lab(write(tmp_path / "lab.ipynb", nb)))
+    assert len(student.cells) == len(nb.cells) - 1
+    assert not any("# guard:" in c.source for c in student.cells)
+    assert any(c.source.startswith("# a hidden helper") for c in student.cells)
+
+
+def test_no_released_student_notebook_holds_a_guard_cell():
+    """The book's labs have guard cells (tests/test_claims.py); the student copies have none."""
+    from conftest import LABS, STUDENT
+
+    guarded = [lab.name for lab in LABS if "# guard:" in lab.read_text(encoding="utf-8")]
+    assert guarded, "no lab has a guard cell: this test would check nothing"
+    leaked = [
+        p.name for p in STUDENT.glob("*.ipynb") if "# guard:" in p.read_text(encoding="utf-8")
+    ]
+    assert not leaked, f"guard cells in student notebooks (run labs-release): {leaked}"
+
+
 def test_release_writes_students_and_normalises_sources(tmp_path):
     src = write(tmp_path / "labs" / "lab99-demo.ipynb", good_lab())
     dirs = ["--student-dir", str(tmp_path / "student"), "--key-dir", str(tmp_path / "keys")]

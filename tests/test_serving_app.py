@@ -55,7 +55,7 @@ def test_openai_response_objects_and_auth(client):
                          {"role": "user", "content": "Hi"}], "max_tokens": 4}  # fmt: skip
     r = client.post("/v1/chat/completions", json=chat, headers=H).json()
     assert r["object"] == "chat.completion" and r["choices"][0]["message"]["role"] == "assistant"
-    assert r["usage"]["prompt_tokens"] == len("Be brief.\nUser: Hi\nAssistant:")
+    assert r["usage"]["prompt_tokens"] == len("Be brief.\nUser: Hi\nAssistant: ")
     models = client.get("/v1/models", headers=H).json()
     assert models["data"][0]["id"] == "tiny-gpt"
     assert client.get("/v1/models").status_code == 401
@@ -103,13 +103,14 @@ BAD = [  # body, status, param
     ({"prompt": 3}, 400, "prompt"),
     ({"prompt": ""}, 400, "prompt"),
     ({"max_tokens": 3}, 400, "prompt"),
-    ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ({"prompt": "x", "max_tokens": -1}, 400, "max_tokens"),
+    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, 400, "max_tokens"),
     ({"prompt": "x", "max_tokens": "5"}, 400, "max_tokens"),
     ({"prompt": "x", "max_tokens": 41}, 400, "max_tokens"),
     ({"prompt": "x" * 40, "max_tokens": 30}, 400, "prompt"),  # context 64
     ({"prompt": "x", "stream": "yes"}, 400, "stream"),
     ({"prompt": "x", "temperature": 2.5}, 400, "temperature"),
-    ({"prompt": "x", "top_p": 0}, 400, "top_p"),
+    ({"prompt": "x", "top_p": -0.1}, 400, "top_p"),
     ({"prompt": "x", "seed": 2**64}, 400, "seed"),
     ({"prompt": "x", "n": 2}, 400, "n"),
     ({"prompt": "x", "stop": ["a"] * 5}, 400, "stop"),
@@ -221,7 +222,10 @@ json_values = st.recursive(
     max_leaves=6,
 )
 FIELDS = ["model", "prompt", "messages", "max_tokens", "temperature", "top_p", "stop", "seed",
-          "stream", "n", "user", "stream_options", "logprobs"]  # fmt: skip
+          "stream", "n", "user", "stream_options", "logprobs", "max_completion_tokens",
+          "ignore_eos", "min_tokens", "tools", "tool_choice", "response_format", "logit_bias",
+          "metadata", "echo", "best_of", "suffix", "top_logprobs", "presence_penalty",
+          "reasoning_effort", "prediction", "x-unknown"]  # fmt: skip
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from labs import gpt
-from labs.serving import batcher, engine, metrics, static
+from labs.serving import batcher, checkpoint, engine, metrics, static
 
 
 def test_should_flush():
@@ -137,9 +137,9 @@ def test_engine_queue_bound_and_checkpoint(tmp_path):
     eng.submit(engine.GenRequest(eng.encode("a"), 2))
     with pytest.raises(engine.Overloaded):
         eng.submit(engine.GenRequest(eng.encode("a"), 2))
-    path = engine.save_checkpoint(model, tmp_path / "m.safetensors")
-    loaded = engine.load_checkpoint(path)
+    path = checkpoint.save_checkpoint(model, tmp_path / "m.safetensors")
+    loaded = checkpoint.load_checkpoint(path)
     x = torch.randint(0, 96, (1, 8))
     assert torch.equal(loaded(x), model(x))
     with pytest.raises(FileNotFoundError, match="save_checkpoint"):
-        engine.load_checkpoint(tmp_path / "missing.safetensors")
+        checkpoint.load_checkpoint(tmp_path / "missing.safetensors")

@@ -75,6 +75,54 @@ def test_the_official_openai_client_talks_to_it(live):
         client.completions.create(model="gpt-4", prompt="x")
 
 
+def test_third_party_shapes_and_vllm_extensions_through_uvicorn(live):
+    client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=30)
+    parts = [{"role": "developer", "content": "Be brief."},
+             {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]  # fmt: skip
+    out = client.chat.completions.create(model="tiny-gpt", messages=parts, max_completion_tokens=6,
+                                         temperature=None, top_p=None, n=None, stop=None,
+                                         extra_body={"ignore_eos": True})  # fmt: skip
+    assert out.usage.completion_tokens == 6 and out.choices[0].finish_reason == "length"
+    raw = client.completions.with_raw_response.create(model="tiny-gpt", prompt="The",
+                                                      max_tokens=2, extra_body={"top_k": 5})  # fmt: skip
+    assert raw.headers["warning"] == '299 - "unsupported fields ignored: top_k"'
+    body = {"model": "tiny-gpt", "stream": True, "max_completion_tokens": 12, "ignore_eos": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "1 0 m0 Finish"}]}]}  # fmt: skip
+    with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, headers=H) as r:
+        events = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: {")]
+    counts = [e["usage"]["completion_tokens"] for e in events]  # guidellm's request, as it sent it
+    assert counts == sorted(counts) and counts[0] == 0 and counts[-1] == 12
+    assert _metric(live.url, "llm_kv_cache_usage_perc") == 0.0  # all finished: no block in use
+
+
+def test_models_retrieve_head_cors_and_request_ids_through_uvicorn(live):
+    client = openai.OpenAI(base_url=live.url + "/v1", api_key=KEY, max_retries=0, timeout=30)
+    model = client.models.retrieve("tiny-gpt")
+    assert (model.id, model.object, model.owned_by) == ("tiny-gpt", "model", "dlsys")
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("gpt-4o")
+    assert missing.value.code == "model_not_found" and missing.value.request_id.startswith("req_")
+    out = client.completions.create(model="tiny-gpt", prompt="Hi", max_tokens=0)
+    assert out.choices[0].text == "" and out._request_id.startswith("req_")
+    for path in ("/v1/models", "/health", "/metrics"):  # HEAD: the headers, not one body byte
+        with socket.create_connection(("127.0.0.1", live.port), timeout=10) as s:
+            s.sendall(f"HEAD {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                      "Connection: close\r\n\r\n".encode())  # fmt: skip
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and rest == b"", (path, answer[:200])
+    preflight = {"Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization,content-type"}  # fmt: skip
+    r = httpx.options(live.url + "/v1/chat/completions", headers=preflight)  # no key
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == preflight["Origin"]
+    r = httpx.options(live.url + "/v1/chat/completions",
+                      headers={**preflight, "Origin": "https://evil.example"})  # fmt: skip
+    assert "access-control-allow-origin" not in r.headers
+
+
 def test_disconnects_cancel_generation(live):
     cancelled = _metric(live.url, "llm_cancelled_requests_total")
     finished = _metric(live.url, "llm_generations_total", reason="length")
@@ -193,6 +241,7 @@ def test_bad_options_fail_fast_with_one_line(monkeypatch, capsys):
         (["--device", "meta"], '--device meta: use "cpu" or "cuda[:N]"'),
         (["--device", "tpu"], "--device"),
         (["--device", "cuda:x"], "--device"),
+        (["--allowed-origins", "https://app.example.com/"], "not an origin"),
     ]
     if not torch.cuda.is_available():
         cases.append((["--device", "cuda"], "no CUDA device is available"))

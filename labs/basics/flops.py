@@ -20,6 +20,7 @@ __all__ = [
     "matmul_flops",
     "exact_matmul_ops",
     "chain_flops",
+    "time_once",
     "time_fn",
     "MatmulTiming",
     "measure_matmul",
@@ -66,22 +67,52 @@ def chain_flops(shapes: Sequence[tuple[int, int]], order: str = "left") -> int:
     return total
 
 
-def time_fn(fn: Callable[[], object], warmup: int = 2, repeats: int = 5) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs.
+def time_once(fn: Callable[[], object], device: torch.device | str | None = None) -> float:
+    """Seconds of one call of ``fn()`` on ``device``: the project's clock.
 
-    The median resists the outliers a busy laptop produces; on a GPU, ``fn`` must synchronise
-    (``torch.cuda.synchronize()``) or it times only the kernel launch.
+    On a CUDA device the call is bracketed by two CUDA events on the current stream and the
+    result is the GPU time between them (the kernels ``fn`` queued, however asynchronous), read
+    after the second event completes. Elsewhere (``device`` ``None`` or the CPU) it is the wall
+    clock, ``time.perf_counter``; on ``mps`` the wall clock after waiting for the queued work.
+    """
+    kind = torch.device(device).type if device is not None else "cpu"
+    if kind == "cuda":
+        with torch.cuda.device(device):
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+        return start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
+    if kind == "mps":
+        torch.mps.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.mps.synchronize()
+        return time.perf_counter() - t0
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def time_fn(
+    fn: Callable[[], object],
+    warmup: int = 2,
+    repeats: int = 5,
+    device: torch.device | str | None = None,
+) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs.
+
+    The median resists the outliers a busy laptop produces. Each run is timed by
+    :func:`time_once`: the wall clock on the CPU (``device`` ``None`` or ``"cpu"``), CUDA events
+    on a GPU (pass the device the work runs on, e.g. :func:`labs.basics.device.device`, or
+    ``fn`` must synchronise itself or only the kernel launches are timed).
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"time_fn: need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(time_once(fn, device) for _ in range(repeats))
 
 
 @dataclass(frozen=True)
@@ -103,35 +134,36 @@ class MatmulTiming:
 def measure_matmul(
     n: int,
     dtype: torch.dtype = torch.float32,
-    device: str = "cpu",
+    device: torch.device | str = "cpu",
     repeats: int = 5,
     seed: int = 0,
 ) -> MatmulTiming:
-    """Time an ``(n x n) @ (n x n)`` product of random matrices and report the achieved FLOP/s."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
-    b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    """Time an ``(n x n) @ (n x n)`` product of random matrices and report the achieved FLOP/s.
 
-    def run() -> None:
-        a @ b
-        sync()
+    The matrices are drawn from a generator seeded with ``seed`` on the device itself (a GPU's
+    large matrices are slow to draw on the CPU and send); on a GPU the products are timed with
+    CUDA events (:func:`time_once`).
+    """
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(n, n, generator=gen, device=device).to(dtype=dtype)
+    b = torch.randn(n, n, generator=gen, device=device).to(dtype=dtype)
 
     # Repeat small products inside one timed call so the timer's resolution does not dominate.
     inner = max(1, int(2e7 // max(1, 2 * n**3)))
 
     def many() -> None:
         for _ in range(inner):
-            run()
+            a @ b
 
-    seconds = time_fn(many, warmup=1, repeats=repeats) / inner
-    return MatmulTiming(n, str(dtype).replace("torch.", ""), device, seconds, matmul_flops(n, n, n))
+    seconds = time_fn(many, warmup=1, repeats=repeats, device=device) / inner
+    name = str(dtype).replace("torch.", "")
+    return MatmulTiming(n, name, str(device), seconds, matmul_flops(n, n, n))
 
 
 def sweep(
     sizes: Sequence[int],
     dtype: torch.dtype = torch.float32,
-    device: str = "cpu",
+    device: torch.device | str = "cpu",
     repeats: int = 5,
 ) -> list[MatmulTiming]:
     """:func:`measure_matmul` for each size in ``sizes``."""

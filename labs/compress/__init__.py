@@ -17,6 +17,7 @@
 * :mod:`labs.compress.ondevice` -- weight bytes with scales, decode-speed ceilings of named devices,
   energy per token (Chapter 19).
 * :mod:`labs.compress.int4` -- int4 group-wise packing, ``Int4Linear``, save and load.
+* :mod:`labs.compress.int4_gpu` -- int4 weight-only products on NVIDIA GPUs (PyTorch's tinygemm).
 * :mod:`labs.compress.request_memory` -- peak memory of a generation request from the allocator.
 * :mod:`labs.compress.delegate` -- operator coverage and accelerator partitions of an ONNX graph.
 * :mod:`labs.compress.cluster` -- k-means weight clustering, fine-tuned centroids, Huffman sizes.

@@ -67,13 +67,16 @@ class _Gather(torch.autograd.Function):
 
 
 class ClusteredLinear(nn.Module):
-    """``nn.Linear`` whose weight is ``centroids[index]``: ``k`` trainable floats + uint8 indices."""
+    """``nn.Linear`` whose weight is ``centroids[index]``: ``k`` trainable floats + uint8 indices.
+
+    The centroids keep the linear layer's dtype and device (clustering itself runs in float32).
+    """
 
     def __init__(self, linear: nn.Linear, k: int = 16, iters: int = 25):
         super().__init__()
         self.in_features, self.out_features, self.k = linear.in_features, linear.out_features, k
         c, idx = kmeans_1d(linear.weight, k, iters)
-        self.centroids = nn.Parameter(c)
+        self.centroids = nn.Parameter(c.to(linear.weight.dtype))
         self.register_buffer("index", idx.to(torch.uint8))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import itertools
 import math
-import time
 import zlib
 from collections.abc import Callable
 
@@ -28,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from labs import data, gpt
-from labs.basics.flops import time_fn
+from labs.basics.flops import time_fn, time_once
 
 __all__ = [
     "COMPRESS_CONFIG",
@@ -127,32 +126,35 @@ def latency_ms(model: nn.Module, batch: int = 1, tokens: int = 64, repeats: int 
 
     Pass ``batch=1`` for the latency a single user sees; divide by ``batch * tokens`` for the
     cost per token. Uses :func:`labs.basics.flops.time_fn` (median of ``repeats`` runs after
-    warm-up); on a GPU each run waits for its kernels to finish.
+    warm-up) on the model's device: CUDA events on a GPU.
     """
     device = model_device(model)
     gen = torch.Generator(device).manual_seed(0)
     x = torch.randint(0, 96, (batch, tokens), generator=gen, device=device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    return 1000 * time_fn(lambda: (model(x), sync()), warmup=2, repeats=repeats)
+    return 1000 * time_fn(lambda: model(x), warmup=2, repeats=repeats, device=device)
 
 
 @torch.no_grad()
-def compare_times(fns: dict[str, Callable[[], object]], rounds: int = 15) -> dict[str, float]:
+def compare_times(
+    fns: dict[str, Callable[[], object]],
+    rounds: int = 15,
+    device: torch.device | str | None = None,
+) -> dict[str, float]:
     """Seconds per call of each function, timed side by side: ``{name: seconds}``.
 
     The functions run round-robin (one call each per round, after one warm-up call each), so a
     burst of load from other programs hits all of them alike, and each result is the *fastest* of
     ``rounds`` calls: on a shared machine interruptions only ever add time, so the minimum is the
     most repeatable estimate of what the code itself costs. Compare the ratios, not the values.
+    Each call is timed by :func:`labs.basics.flops.time_once` on ``device`` (CUDA events on a
+    GPU, the wall clock on the CPU or when ``device`` is ``None``).
     """
     for fn in fns.values():
         fn()
     best = {name: float("inf") for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], time_once(fn, device))
     return best
 
 

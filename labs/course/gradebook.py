@@ -205,7 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("submissions", nargs="*", type=Path, help="submitted notebooks")
     parser.add_argument("--class", dest="class_dir", type=Path, help="a class folder to grade")
     _outputs(parser)
-    parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel")
+    parser.add_argument(
+        "--jobs", type=int, default=1,
+        help="submissions graded in parallel, one per CPU core at most (each kernel gets one)",
+    )  # fmt: skip
     parser.add_argument("--key", type=Path, help="answer key for every submission")
     parser.add_argument("--keys", type=Path, default=KEY_DIR, help="folder of answer keys")
     parser.add_argument(

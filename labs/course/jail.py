@@ -1,36 +1,45 @@
-"""Seal a grading kernel in Linux namespaces before it starts (run inside ``unshare -rnmpf``).
+"""Seal a grading kernel before it starts: its root from nothing, locked mounts, limits.
 
-:mod:`labs.course.sandbox` starts every kernel as
-``unshare --user --map-root-user --net --mount --pid --fork --kill-child --mount-proc python
-launcher.py``; the launcher runs :func:`seal` (this file's text) and then ``ipykernel``.  In its
-own namespaces the kernel then has
+:mod:`labs.course.sandbox` starts every kernel as ``unshare --user --map-root-user --net --mount
+--pid --cgroup --ipc --uts --fork --kill-child python -c ...`` (after joining the kernel's cgroups, see
+:mod:`labs.course.cgroups`) and hands it, on its standard input, this file's text,
+:mod:`labs.course.seccomp`'s and a call to :func:`main`: nothing is written to disk.  In its own
+namespaces the kernel (PID 1 there) then
 
-* **processes**: its own PID namespace: it is PID 1, sees no other process, and every process it
-  starts (double-forked and ``setsid()`` ones too) dies with it; it cannot signal the grader;
-* **network**: only a loopback interface (servers on 127.0.0.1 work, nothing else is reachable,
-  abstract Unix sockets of other kernels are in other namespaces);
-* **files**: the whole file system read-only (``mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)``,
-  Linux 5.12+); empty size-limited ``tmpfs`` over ``/tmp``, ``/var/tmp``, ``/dev/shm``, the home
-  folder, the repository (book, solutions, keys, tests, git history, ``_build``), the class
-  folders and the grader's working folder; only its own sandbox folder writable (with a private
-  ``tmpfs`` work folder, temporary folder and home) and Python read-only;
-* **limits**: ``RLIMIT_DATA`` (memory: heap and private writable mappings, which numpy and
-  torch allocate on the host; unlike ``RLIMIT_AS`` it leaves CUDA's address-space reservations
-  alone, so GPU kernels still start), ``RLIMIT_FSIZE`` (file size), ``RLIMIT_NOFILE``,
-  ``RLIMIT_NPROC`` (enforced for non-root users) and no core dumps;
-* a nested user + mount namespace that locks those mounts (the kernel cannot unmount them).
+1. builds a new root on an empty ``tmpfs`` from the steps of :func:`labs.course.rootfs.plan`
+   (read-only bind mounts of the allow-listed folders, a copy of ``labs``, one writable ``tmpfs``,
+   device files, its own ``/proc``) and moves into it with ``pivot_root``; the host's root is
+   unmounted, so nothing else of the host can be reached by any path;
+2. brings up its own loopback interface (its network namespace has nothing else) and names
+   itself ``sandbox`` (its own UTS namespace; ``/etc/hosts`` resolves the name, as ``gloo``
+   needs);
+3. enters a nested user and mount namespace, which *locks* every mount (read-only stays
+   read-only, nothing can be unmounted to reveal what lies beneath, even with capabilities);
+4. sets its rlimits (:func:`limit`), drops every capability, sets ``no_new_privs`` and installs
+   the system-call filter (:func:`labs.course.seccomp.confine`);
+5. starts ``ipykernel``, whose sockets live in ``/ipc`` (reached by the grader's relay through
+   ``/proc/<pid>/root``, never through a host folder).
 
-Everything here uses the C library through :mod:`ctypes`; any failure raises, and the grader then
-reports the sandbox as not isolated rather than running half-sealed.
+Everything here uses the C library through :mod:`ctypes`; any failure raises, the kernel exits,
+and the grader reports the sandbox as not sealed rather than running half-sealed.
 """
 
 import ctypes
+import json
 import os
+import platform
+import shutil
 import socket
 import struct
+import sys
 
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 2, 4, 4096, 16384
-MOUNT_ATTR_RDONLY, AT_RECURSIVE, SYS_MOUNT_SETATTR = 0x1, 0x8000, 442
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 4096, 16384, 1 << 18
+)  # fmt: skip
+ATTR_RDONLY, ATTR_NOSUID, ATTR_NODEV, ATTR_NOEXEC, AT_RECURSIVE = 0x1, 0x2, 0x4, 0x8, 0x8000
+SYS_MOUNT_SETATTR = 442
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), -1)
+CLONE_NEWNS, CLONE_NEWUSER, MNT_DETACH = 0x00020000, 0x10000000, 2
 _libc = ctypes.CDLL(None, use_errno=True) if os.name == "posix" else None
 
 
@@ -46,18 +55,87 @@ def _check(ret, what):
 
 def _mount(src, target, fstype, flags, data=None):
     enc = lambda s: s.encode() if s is not None else None  # noqa: E731
-    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+    ret = _libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+    _check(ret, f"mount {target}")
 
 
-def _setattr(path, set_=0, clear=0, recursive=False):
-    attr = _MountAttr(set_, clear, 0, 0)
+def _setattr(path, set_=0, recursive=True):
+    attr = _MountAttr(set_, 0, 0, 0)
     flags = AT_RECURSIVE if recursive else 0
     ret = _libc.syscall(SYS_MOUNT_SETATTR, -100, path.encode(), flags, ctypes.byref(attr),
                         ctypes.sizeof(attr))  # fmt: skip
     _check(ret, f"mount_setattr {path}")
 
 
-def _loopback_up():
+def _target(path, is_dir):
+    if is_dir:
+        os.makedirs(path, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.lexists(path):
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def build(steps, stage="/tmp"):
+    """Build the new root on a ``tmpfs`` at ``stage`` (see :func:`labs.course.rootfs.plan`)."""
+    sources = {
+        s[1]: os.open(s[1], os.O_PATH | os.O_CLOEXEC)
+        for s in steps
+        if s[0] in ("bind", "dev", "copy")
+    }  # fmt: skip - opened before stage covers /tmp
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=0755")
+    old = os.umask(0)
+    try:
+        for step in steps:
+            kind = step[0]
+            path = stage + step[2 if kind in ("bind", "dev", "alias", "link", "copy") else 1]
+            if kind in ("dir", "tmpfs"):
+                os.makedirs(path, exist_ok=True)
+                if kind == "tmpfs":
+                    data = f"size={step[2]},mode={step[3]:o}"
+                    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, data)
+                os.chmod(path, step[-1] if kind == "dir" else step[3])
+            elif kind in ("bind", "dev"):
+                fd = sources[step[1]]
+                _target(path, os.path.isdir(f"/proc/self/fd/{fd}"))
+                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+                flags = ATTR_RDONLY | ATTR_NOSUID | (ATTR_NODEV if kind == "bind" else ATTR_NOEXEC)
+                _setattr(path, flags)
+            elif kind == "alias":
+                _target(path, True)
+                _mount(stage + step[1], path, None, MS_BIND)
+            elif kind == "cover":
+                _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       "size=4k,mode=0555")  # fmt: skip
+            elif kind == "link":
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.symlink(step[1], path)
+            elif kind == "file":
+                _target(path, False)
+                with open(path, "w") as f:
+                    f.write(step[2])
+            elif kind == "copy":
+                shutil.copytree(f"/proc/self/fd/{sources[step[1]]}", path, symlinks=True,
+                                ignore=shutil.ignore_patterns("*.egg-info"))  # fmt: skip
+            elif kind == "proc":
+                _target(path, True)
+                _mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            else:
+                raise ValueError(f"unknown step {step!r}")
+    finally:
+        os.umask(old)
+        for fd in sources.values():
+            os.close(fd)
+    os.chdir(stage)  # pivot_root(".", "."): the old root ends up on top, then is detached
+    _check(_libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "umount the old root")
+    os.chdir("/")
+    _setattr("/", ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV, recursive=False)
+
+
+def loopback_up():
+    """Bring up ``lo`` in the kernel's own network namespace (servers on 127.0.0.1 work)."""
     import fcntl
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -66,58 +144,12 @@ def _loopback_up():
         fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 0x1))  # SIOCSIFFLAGS, IFF_UP
 
 
-def _inside(path, folders):
-    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
-
-
-def seal(box, cover, readable, limits, tmpfs_mb=1024):
-    """Seal this process (PID 1 of fresh namespaces) for a grading kernel.
-
-    Args:
-        box: the sandbox folder (stays writable; ``work``, ``tmp`` and ``home`` become tmpfs).
-        cover: folders to replace by empty read-only tmpfs (repository, home, class folders...).
-        readable: folders under a covered one to bind back read-only (Python, site-packages).
-        limits: ``{"data": bytes, "fsize": bytes, "nofile": n, "nproc": n}``.
-        tmpfs_mb: size of each writable tmpfs.
-    """
-    _loopback_up()
-    scratch = ["/tmp", "/var/tmp", "/dev/shm"]
-    covered = [p for p in dict.fromkeys([*scratch, *cover]) if os.path.isdir(p)]
-    covered = [p for p in covered if not any(c != p and _inside(p, [c]) for c in covered)]
-    keep = [p for p in [box, *readable] if os.path.isdir(p) and _inside(p, covered)]
-    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep}
-    _setattr("/", set_=MOUNT_ATTR_RDONLY, recursive=True)
-    _setattr("/proc", clear=MOUNT_ATTR_RDONLY)  # the nested namespace below writes uid_map
-    for path in sorted(covered, key=len):
-        mode = "1777" if path in scratch else "0555"
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode={mode}")
-        if path not in scratch:
-            _setattr(path, set_=MOUNT_ATTR_RDONLY)
-    for path in sorted(keep, key=len):
-        parent = max((c for c in covered if _inside(path, [c])), key=len)
-        if parent not in scratch:
-            _setattr(parent, clear=MOUNT_ATTR_RDONLY)
-        os.makedirs(path, exist_ok=True)
-        if parent not in scratch:
-            _setattr(parent, set_=MOUNT_ATTR_RDONLY)
-        _mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
-        os.close(fds[path])
-    _setattr(box, clear=MOUNT_ATTR_RDONLY)
-    for name in ("work", "tmp", "home"):
-        os.makedirs(os.path.join(box, name), exist_ok=True)
-        _mount("tmpfs", os.path.join(box, name), "tmpfs", MS_NOSUID | MS_NODEV,
-               f"size={tmpfs_mb}m,mode=0700")  # fmt: skip
-    pkg = os.path.join(box, "pkg")
-    if os.path.isdir(pkg):  # the kernel's copy of labs: read-only too
-        _mount(pkg, pkg, None, MS_BIND | MS_REC)
-        _setattr(pkg, set_=MOUNT_ATTR_RDONLY, recursive=True)
-    os.chdir(os.path.join(box, "work"))  # the old working folder is on the read-only mount
-    # A nested user + mount namespace locks those mounts: the kernel cannot unmount them.
-    _check(_libc.unshare(0x10000000 | 0x00020000), "nested unshare")  # NEWUSER | NEWNS
+def lock():
+    """A nested user + mount namespace: every mount above becomes locked (MNT_LOCK_*)."""
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "nested unshare")
     for name, text in (("setgroups", "deny"), ("uid_map", "0 0 1"), ("gid_map", "0 0 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
-    limit(limits)
 
 
 def limit(limits):
@@ -133,3 +165,35 @@ def limit(limits):
             want = limits[name] if hard == resource.RLIM_INFINITY else min(limits[name], hard)
             resource.setrlimit(getattr(resource, value), (want, want))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def main(spec):
+    """Seal this process as ``spec`` says, then run ``ipykernel`` (or ``spec["then"]``)."""
+    if spec["sealed"]:
+        build(spec["steps"])
+        loopback_up()
+        socket.sethostname(spec.get("hostname", "sandbox"))  # its own UTS namespace
+        with open(spec["connection"], "w") as f:
+            json.dump(spec["kernel"], f)
+        lock()
+    else:
+        os.makedirs(os.path.dirname(spec["connection"]), exist_ok=True)
+        with open(spec["connection"], "w") as f:
+            json.dump(spec["kernel"], f)
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
+    os.chdir(spec["cwd"])
+    limit(spec["limits"])
+    if spec["sealed"]:
+        confine()  # noqa: F821 - defined by labs.course.seccomp's text, run before this one
+    import importlib
+
+    importlib.invalidate_caches()  # the new root's folders appeared after Python started
+    if spec.get("then"):
+        exec(compile(spec["then"], "<probe>", "exec"), {})
+        return
+    sys.argv = ["ipykernel_launcher", "-f", spec["connection"]]
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance()

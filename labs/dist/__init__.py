@@ -40,8 +40,9 @@ emulated rank, ``init_process_group("gloo")`` (or ``"nccl"``) gives the rank a r
 (:mod:`labs.dist.backend`), so PyTorch's own ``DistributedDataParallel``, FSDP2
 (``fully_shard``), ``DeviceMesh`` / DTensor, functional collectives and
 ``torch.distributed.checkpoint`` work there, traced like every other call.  Process-group set-up,
-subgroups, ``P2POp`` / ``batch_isend_irecv``, ``all_to_all_single`` with uneven splits and the
-object collectives of ``labs.dist`` itself are in :mod:`labs.dist.compat`.  Every rank has its own torch, numpy and ``random``
+subgroups are in :mod:`labs.dist.compat`; ``P2POp`` / ``batch_isend_irecv``,
+``all_to_all_single`` with uneven splits and the object collectives of ``labs.dist`` itself in
+:mod:`labs.dist.compat_ops`.  Every rank has its own torch, numpy and ``random``
 state, as separate processes have (``labs/dist/_rng.py``): seed it inside the rank's program.
 
 Emulator semantics worth knowing: ``send`` / ``isend`` copy the tensor and return at once
@@ -60,7 +61,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _emulator as _emu
-from . import _launch, _p2p, alpha_beta, compat, trace
+from . import _launch, _p2p, alpha_beta, compat, compat_ops, trace
 from . import _torchrun as _tr
 from ._api import (
     all_gather,
@@ -81,7 +82,6 @@ from ._api import (
     send,
 )
 from ._common import ReduceOp, Work
-from ._torchrun import torchrun_backend
 from ._emulator import (
     CollectiveMismatchError,
     DeadlockError,
@@ -89,15 +89,9 @@ from ._emulator import (
     DistTimeoutError,
     Group,
 )
+from ._torchrun import torchrun_backend
 from .compat import (
-    P2POp,
-    all_gather_object,
-    all_gather_single,
-    all_to_all_single,
-    batch_isend_irecv,
-    broadcast_object_list,
     destroy_process_group,
-    gather_object,
     get_backend,
     get_global_rank,
     get_group_rank,
@@ -108,6 +102,15 @@ from .compat import (
     monitored_barrier,
     new_subgroups,
     new_subgroups_by_enumeration,
+)
+from .compat_ops import (
+    P2POp,
+    all_gather_object,
+    all_gather_single,
+    all_to_all_single,
+    batch_isend_irecv,
+    broadcast_object_list,
+    gather_object,
     recv_object_list,
     reduce_scatter_single,
     scatter_object_list,
@@ -152,6 +155,7 @@ __all__ = [
     "trace",
     "alpha_beta",
     "compat",
+    "compat_ops",
     "init_process_group",
     "destroy_process_group",
     "is_available",

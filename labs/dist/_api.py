@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _emulator as _emu
 from . import _exchange as _ex
-from . import _ops, _p2p
+from . import _ops, _p2p, _shards
 from . import _torchrun as _tr
 from ._common import ReduceOp, Work
 
@@ -80,7 +80,9 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None,
 
 def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: Any = None,
            async_op: bool = False, group_dst: int | None = None) -> Work | None:  # fmt: skip
-    """Like :func:`all_reduce`, but only rank ``dst``'s tensor receives the result."""
+    """Like :func:`all_reduce`, but only rank ``dst``'s tensor receives the result; as under gloo,
+    the other ranks' tensors are left holding partial sums (NCCL leaves them unchanged): read the
+    result on ``dst`` only."""
     ctx = _emu.current()
     if ctx is None:
         return _tr.reduce(tensor, dst, op, group, async_op, group_dst)
@@ -93,19 +95,21 @@ def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None,
     ctx = _emu.current()
     if ctx is None:
         return _tr.all_gather(tensor_list, tensor, group, async_op)
-    return _ops.all_gather(ctx, tensor_list, tensor, group, async_op)
+    return _shards.all_gather(ctx, tensor_list, tensor, group, async_op)
 
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None,
                            async_op: bool = False) -> Work | None:  # fmt: skip
     """Concatenate the group's ``input_tensor`` (in rank order) into ``output_tensor``.
 
-    ``output_tensor`` holds group-size times as many elements as ``input_tensor``.
+    ``output_tensor`` is the inputs concatenated along dim 0, shape
+    ``(group size * input.shape[0], *input.shape[1:])`` (gloo's rule; a 0-d input gives
+    ``(group size,)``).
     """
     ctx = _emu.current()
     if ctx is None:
         return _tr.all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
-    return _ops.all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op)
+    return _shards.all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op)
 
 
 def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int | None = None,
@@ -115,7 +119,7 @@ def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int | None = 
     ctx = _emu.current()
     if ctx is None:
         return _tr.gather(tensor, gather_list, dst, group, async_op, group_dst)
-    return _ops.gather(ctx, tensor, gather_list, dst, group, async_op, group_dst)
+    return _shards.gather(ctx, tensor, gather_list, dst, group, async_op, group_dst)
 
 
 def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int | None = None,
@@ -125,7 +129,7 @@ def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int | None 
     ctx = _emu.current()
     if ctx is None:
         return _tr.scatter(tensor, scatter_list, src, group, async_op, group_src)
-    return _ops.scatter(ctx, tensor, scatter_list, src, group, async_op, group_src)
+    return _shards.scatter(ctx, tensor, scatter_list, src, group, async_op, group_src)
 
 
 def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM,
@@ -134,16 +138,17 @@ def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM,
     ctx = _emu.current()
     if ctx is None:
         return _tr.reduce_scatter(output, input_list, op, group, async_op)
-    return _ops.reduce_scatter(ctx, output, input_list, op, group, async_op)
+    return _shards.reduce_scatter(ctx, output, input_list, op, group, async_op)
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,
                           async_op: bool = False) -> Work | None:  # fmt: skip
-    """Reduce ``input`` (group-size x ``output`` elements) over ranks; rank j keeps slice j."""
+    """Reduce ``input`` over ranks; rank j keeps slice j.  ``input`` is group-size outputs
+    concatenated along dim 0, shape ``(group size * output.shape[0], *output.shape[1:])``."""
     ctx = _emu.current()
     if ctx is None:
         return _tr.reduce_scatter_tensor(output, input, op, group, async_op)
-    return _ops.reduce_scatter_tensor(ctx, output, input, op, group, async_op)
+    return _shards.reduce_scatter_tensor(ctx, output, input, op, group, async_op)
 
 
 def all_to_all(output_tensor_list: list[Any], input_tensor_list: list[Any], group: Any = None,

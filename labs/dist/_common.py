@@ -93,18 +93,15 @@ class Work:
 def as_tensor(x: Any, rank: int, fn: str, what: str = "tensor") -> torch.Tensor:
     """A torch view of ``x`` (a tensor or a numpy array), sharing its memory.
 
+    Any strides are accepted here; the collectives that gloo runs on a tensor's raw memory
+    check the layout themselves (:func:`memory_view`, :func:`need_contiguous`).
+
     Raises:
         TypeError: ``x`` is neither a ``torch.Tensor`` nor a ``numpy.ndarray``.
-        ValueError: ``x`` is not contiguous (:class:`ArgumentError`, also a ``RuntimeError``
-            as gloo's), is read-only, or has a dtype torch lacks.
+        ValueError: ``x`` is a numpy view that is not C-contiguous, is read-only, or has a dtype
+            torch lacks.
     """
     if isinstance(x, torch.Tensor):
-        if not x.is_contiguous():  # gloo raises in send/recv, and most of its collectives
-            # read a strided view as if it were dense (silently wrong): an error is kinder
-            raise ArgumentError(
-                f"rank {rank}: {fn}: {what} must be contiguous, got shape {tuple(x.shape)} with "
-                f"strides {x.stride()}; pass x.contiguous() (and copy the result back if needed)"
-            )
         # detach only when needed: every torch call may hand the GIL to another rank's thread
         return x.detach() if x.requires_grad else x
     if isinstance(x, np.ndarray):
@@ -126,6 +123,56 @@ def as_tensor(x: Any, rank: int, fn: str, what: str = "tensor") -> torch.Tensor:
         f"rank {rank}: {fn}: {what} must be a torch.Tensor or a numpy.ndarray, "
         f"got {type(x).__name__}"
     )
+
+
+def layout(t: torch.Tensor) -> tuple[int, ...] | None:
+    """None for a contiguous tensor, else its strides (part of a collective's signature where
+    gloo works on raw memory: ranks with different layouts would get garbage)."""
+    return None if t.is_contiguous() else t.stride()
+
+
+def memory_view(t: torch.Tensor, rank: int, fn: str) -> torch.Tensor:
+    """What gloo reduces or copies: the tensor's memory, in memory order.
+
+    A contiguous tensor is itself; a dense one in another order (channels_last, transposed)
+    becomes a 1-d view of its memory (gloo combines the ranks' memory element by element, which
+    is right when every rank has the same layout: :func:`layout` goes in the signature).  A view
+    with gaps or overlaps (``x[:, ::2]``, ``expand``) is refused with :class:`ArgumentError`:
+    gloo reads its memory as if it were dense and returns garbage; with ``gaps_ok``
+    (broadcast, which gloo gets right) it is returned as it is.
+    """
+    if t.is_contiguous():
+        return t
+    if _dense(t):
+        return t.as_strided((t.numel(),), (1,), t.storage_offset())
+    raise ArgumentError(
+        f"rank {rank}: {fn}: the tensor ({shape_dtype(t)} with strides {t.stride()}) is a view "
+        "with gaps or overlapping elements; gloo works on its memory as if it were dense and "
+        "returns wrong values: pass x.contiguous() and copy the result back"
+    )
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """True if ``t``'s elements fill a block of memory without gaps or overlaps (any order)."""
+    if t.numel() == 0:
+        return True
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def need_contiguous(t: torch.Tensor, rank: int, fn: str, message: str,
+                    error: type = ArgumentError) -> None:  # fmt: skip
+    """Raise gloo's (or torch's) error ``message`` if ``t`` is not contiguous (``error``: the
+    type torch raises; :class:`ArgumentError` where gloo raises ``RuntimeError``)."""
+    if not t.is_contiguous():
+        raise error(
+            f"{message} (rank {rank}: {fn} of {shape_dtype(t)} with strides {t.stride()}; pass "
+            "x.contiguous())"
+        )
 
 
 def tensor_list(xs: Any, n: int, rank: int, fn: str, what: str) -> list[torch.Tensor]:
@@ -155,38 +202,25 @@ def same_layout(ts: list[torch.Tensor], ref: torch.Tensor, rank: int, fn: str, w
             )
 
 
-def combine(acc: torch.Tensor, x: torch.Tensor, op: ReduceOp) -> None:
-    """``acc <- acc (op) x`` in place, keeping ``acc``'s dtype (integers wrap like NCCL's)."""
-    if x.device != acc.device:
-        x = x.to(acc.device)
-    if op is ReduceOp.SUM or op is ReduceOp.AVG:
-        acc.add_(x)
-    elif op is ReduceOp.PRODUCT:
-        acc.mul_(x)
-    elif op is ReduceOp.MIN:
-        torch.minimum(acc, x, out=acc)
-    elif op is ReduceOp.MAX:
-        torch.maximum(acc, x, out=acc)
-    elif op is ReduceOp.BAND:
-        acc.bitwise_and_(x)
-    elif op is ReduceOp.BOR:
-        acc.bitwise_or_(x)
-    else:
-        acc.bitwise_xor_(x)
-
-
 _BITWISE = (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR)
+_SCALAR_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
+                 torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}  # fmt: skip
 
 
 def check_avg(t: torch.Tensor, op: ReduceOp, rank: int, fn: str) -> None:
-    """AVG is defined for floating dtypes only; BAND, BOR, BXOR for integers and bool only."""
+    """AVG is defined for floating dtypes only; BAND, BOR, BXOR for integers and bool only.
+
+    Raises :class:`ArgumentError` (a ``RuntimeError``, as gloo's, and a ``ValueError``) with
+    gloo's text first.
+    """
     if op in _BITWISE and (t.is_floating_point() or t.is_complex()):
-        raise ValueError(
-            f"rank {rank}: {fn}: ReduceOp.{op.name} needs an integer or bool tensor, got "
-            f"{shape_dtype(t)}"
+        raise ArgumentError(
+            f"Cannot use ReduceOp.{op.name} with non-integral dtype (rank {rank}: {fn} of "
+            f"{shape_dtype(t)}; bitwise ops need an integer or bool tensor)"
         )
     if op is ReduceOp.AVG and not (t.is_floating_point() or t.is_complex()):
-        raise ValueError(
-            f"rank {rank}: {fn}: ReduceOp.AVG needs a floating-point tensor, got "
-            f"{shape_dtype(t)}; use SUM and divide yourself"
+        raise ArgumentError(
+            f"result type Float can't be cast to the desired output type "
+            f"{_SCALAR_NAMES.get(t.dtype, str(t.dtype))} (rank {rank}: {fn} of "
+            f"{shape_dtype(t)}: ReduceOp.AVG needs a floating-point tensor; use SUM and divide)"
         )

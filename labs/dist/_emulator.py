@@ -3,7 +3,7 @@
 One lock (``world.lock``) guards the world.  A rank that must wait (for a message, for the other
 members of a collective) registers *what* it waits for as a predicate, then checks whether every
 live rank is now waiting on a predicate that nothing can make true: that is a deadlock, reported
-at once in every rank.  Otherwise it sleeps on a private gate; whoever changes the world (sends,
+at once in every rank (or, where the program set timeouts, gloo's timeout errors: ``_stuck.py``).  Otherwise it sleeps on a private gate; whoever changes the world (sends,
 arrives at a collective, fails) re-evaluates the waiting predicates and opens exactly the gates
 of the ranks that can proceed.  A collective completes when its last member arrives: that rank
 reduces or copies the buffers of all members (numpy or torch ops on cache-sized chunks, never a
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._common import _Abort
 from ._sched import acquire_pinned, cpu_masks
+from ._stuck import _DONE, Stuck, _Wait
 from ._turns import Turns
 from .trace import Trace
 
@@ -75,10 +76,11 @@ class Group:
     (-1 when the caller is not a member); ``group.ranks`` lists the global ranks.
     """
 
-    __slots__ = ("gid", "ranks", "index", "peers")
+    __slots__ = ("gid", "ranks", "index", "peers", "timeout")
 
-    def __init__(self, gid: int, ranks: list[int]):
+    def __init__(self, gid: int, ranks: list[int], timeout: float | None = None):
         self.gid = gid
+        self.timeout = timeout  # seconds a member waits before gloo's error (see _stuck.py)
         self.ranks = tuple(ranks)
         self.index = {r: i for i, r in enumerate(self.ranks)}
         self.peers = [tuple(q for q in self.ranks if q != r) for r in self.ranks]  # by group rank
@@ -92,23 +94,6 @@ class Group:
 
     def __repr__(self) -> str:
         return f"Group(ranks={list(self.ranks)})"
-
-
-class _Wait:
-    """What a blocked rank waits for: a description, a predicate (evaluated under the world
-    lock) and a private lock, held until another rank makes the predicate true and releases it
-    (waking exactly the ranks that can proceed, without a shared condition variable)."""
-
-    __slots__ = ("desc", "ready", "since", "gate", "turn")
-
-    def __init__(self, desc: Callable[[], str], ready: Callable[[], bool]):
-        self.desc, self.ready, self.since = desc, ready, time.perf_counter()
-        self.turn = True  # serial runs: wake with the turn to run user code (see World.sleep)
-        self.gate = threading.Lock()
-        self.gate.acquire()
-
-
-_DONE = "done"
 
 
 class _Slot:
@@ -140,7 +125,7 @@ class _Msg:
         self.data, self.msg_id, self.order, self.src = data, msg_id, order, src
 
 
-class World(Turns):
+class World(Turns, Stuck):
     """Shared state of one emulated run: mailboxes, collective slots, rank states, the trace."""
 
     pin_all = False  # True: ranks sleep pinned in every wait (the policy of earlier versions;
@@ -169,6 +154,7 @@ class World(Turns):
         self.recv_seq: dict[tuple[int, int, int], int] = defaultdict(int)
         self.msg_ids = itertools.count()
         self.arrivals = itertools.count()
+        self.broken: dict[Any, str] = {}  # group id -> why it is unusable (see _stuck.py)
 
     # -- failures -------------------------------------------------------------------------
     def fail(self, err: BaseException) -> None:
@@ -203,58 +189,6 @@ class World(Turns):
         if self.error is not None:
             raise _Abort
 
-    def describe_ranks(self) -> str:
-        """One line per rank: running, finished, or what it waits for (lock held)."""
-        now = time.perf_counter()
-        lines = []
-        with self.baton_lock:
-            queued, owner = {r for r, _ in self.baton_queue}, self.baton_owner
-        for r, st in enumerate(self.state):
-            if st is _DONE:
-                lines.append(f"  rank {r}: finished (its function returned)")
-            elif st is None and r in queued:
-                lines.append(f"  rank {r}: waiting for its turn to run (one rank at a time, for "
-                             f"per-rank random state; rank {owner} has the turn)")  # fmt: skip
-            elif st is None:
-                lines.append(f"  rank {r}: running Python code (not inside a labs.dist call)")
-            else:
-                lines.append(f"  rank {r}: waiting {now - st.since:.2f} s in {st.desc()}")
-        pending = [
-            f"rank {s} -> rank {d} (tag {t}, {m.data.numel() * m.data.element_size()} bytes)"
-            for (s, d, t), box in self.msgs.items()
-            for m in box.values()
-        ]
-        lines.append("  messages sent but never received: " + (", ".join(pending) or "none"))
-        return "\n".join(lines)
-
-    def check_deadlock(self) -> None:
-        """Fail the run if every live rank is blocked and none of them can proceed (lock held)."""
-        if self.n_blocked + self.n_done < self.size or self.n_blocked == 0:
-            return  # some rank is running: it may still unblock the others
-        live = [st for st in self.state if st is not _DONE]
-        if any(st.ready() for st in live):
-            return
-        self.fail(
-            DeadlockError(
-                "deadlock: every rank that has not returned is waiting, and nothing any rank has "
-                "sent or started can wake one of them:\n"
-                + self.describe_ranks()
-                + "\nCheck that every send has a matching recv and that all ranks of a group call "
-                "the same collectives in the same order."
-            )
-        )
-
-    def wait_for(self, rank: int, desc: Callable[[], str], ready: Callable[[], bool]):
-        """(Lock held.) ``None`` if ``ready()`` already; else register the rank as blocked,
-        check for a deadlock and return the :class:`_Wait` to :meth:`sleep` on."""
-        self.check()
-        if ready():
-            return None
-        st = self.state[rank] = _Wait(desc, ready)
-        self.n_blocked += 1
-        self.check_deadlock()
-        return st
-
     def sleep(self, st: _Wait | None, pinned: bool = False) -> None:
         """(Lock NOT held.) Block until :meth:`wake` releases ``st``; unwind if the run failed.
 
@@ -265,6 +199,12 @@ class World(Turns):
         by side, and take their turn when the collective is done).
         """
         if st is None:
+            return
+        if st.deadline is not None:
+            self.sleep_until(st, current() if self.serial else None)
+            if self.error is not None:
+                raise _Abort
+            self.raise_if_expired(st)
             return
         if not st.gate.acquire(False):
             ctx = current() if self.serial else None
@@ -288,9 +228,10 @@ class World(Turns):
         if self.error is not None:
             raise _Abort
 
-    def block(self, rank: int, desc: Callable[[], str], ready: Callable[[], bool]) -> None:
+    def block(self, rank: int, desc: Callable[[], str], ready: Callable[[], bool],
+              deadline: float | None = None, on_timeout: Any = None) -> None:  # fmt: skip
         """Wait (lock held, and held again on return) until ``ready()``."""
-        st = self.wait_for(rank, desc, ready)
+        st = self.wait_for(rank, desc, ready, deadline, on_timeout)
         if st is None:
             return
         self.lock.release()

@@ -1,6 +1,6 @@
 """Emulated collectives that exchange per-peer data: ``all_to_all``, ``all_to_all_single`` and the
 object collectives (``all_gather_object``, ``broadcast_object_list``, ``gather_object``,
-``scatter_object_list``).  Called with the caller's ``RankContext``; see ``labs.dist.compat``.
+``scatter_object_list``).  Called with the caller's ``RankContext``; see ``labs.dist.compat_ops``.
 
 Objects travel pickled, as under ``torch.distributed``: a receiver gets a copy made by
 ``pickle.loads(pickle.dumps(obj))``, never the sender's live object, and an object that cannot be
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ._common import ArgumentError, Work, as_tensor, shape_dtype, tensor_list
+from ._common import ArgumentError, Work, as_tensor, need_contiguous, shape_dtype, tensor_list
 from ._ops import _collective
 from ._p2p import members_only, resolve_group, resolve_peer
 from ._p2p import nbytes as _nbytes
@@ -88,6 +88,8 @@ def all_to_all_single(ctx, output, input, output_split_sizes, input_split_sizes,
     p = g.size()
     out = as_tensor(output, ctx.rank, fn, "output")
     inp = as_tensor(input, ctx.rank, fn, "input")
+    for x in (out, inp):
+        need_contiguous(x, ctx.rank, fn, "Tensors must be contiguous", ValueError)  # torch's
     if out.dtype != inp.dtype or out.shape[1:] != inp.shape[1:]:
         raise ValueError(
             f"rank {ctx.rank}: {fn}: output and input must share dtype and trailing dims, got "

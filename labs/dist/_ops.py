@@ -1,4 +1,6 @@
-"""The collectives on emulated ranks (called with the caller's RankContext)."""
+"""The collectives that reduce or copy one buffer, on emulated ranks (called with the caller's
+RankContext): broadcast, all_reduce, reduce, barrier, monitored_barrier; the others are in
+:mod:`._shards` and :mod:`._exchange`."""
 
 from __future__ import annotations
 
@@ -12,14 +14,14 @@ from ._common import (
     Work,
     as_tensor,
     check_avg,
+    layout,
+    memory_view,
     reduce_op,
-    same_layout,
     shape_dtype,
-    tensor_list,
 )
 from ._p2p import members_only, resolve_group, resolve_peer
 from ._p2p import nbytes as _nbytes
-from ._reduce import reduce_into, reduce_small, small_view
+from ._reduce import all_reduce_into, reduce_small, reduce_to_root, small_view
 from ._sched import PIN_PART_BYTES
 
 PARALLEL_BYTES = 1 << 20  # from 1 MiB, every rank reduces its own part of an all_reduce
@@ -57,9 +59,10 @@ def _bytes(op: str, p: int, me: int, root: int, nb: int) -> tuple[int, int, str]
 
 
 def _collective(ctx, g, op, base, sig, desc, entry, compute, async_op, nb, root=0, split=None,
-                pin=False):  # fmt: skip
+                pin=False, timeout=None):  # fmt: skip
     t0 = ctx.now()
-    wait = ctx.collective(g, sig, desc, entry, compute, split, blocking=not async_op, pin=pin)
+    wait = ctx.collective(g, sig, desc, entry, compute, split, blocking=not async_op, pin=pin,
+                          timeout=timeout)  # fmt: skip
     me = g.index[ctx.rank]
     sent, got, algo = _bytes(base, len(g.ranks), me, root, nb)
     if async_op:
@@ -80,16 +83,22 @@ def broadcast(ctx, tensor, src, group, async_op, group_src):
     root = resolve_peer(ctx, g, src, group_src, "broadcast", "src")
     t = as_tensor(tensor, ctx.rank, "broadcast")
     r = g.index[root]
+    mem = memory_view(t, ctx.rank, "broadcast")  # gloo copies the tensor's memory
 
     def compute(es):
         for i, e in enumerate(es):
             if i != r:
                 e.copy_(es[r])
 
-    sig = ("broadcast", root, t.shape, t.dtype)
-    desc = lambda: f"broadcast(src={root}) of {shape_dtype(t)}"  # noqa: E731
-    return _collective(ctx, g, "broadcast", "broadcast", sig, desc, t, compute, async_op,
+    sig = ("broadcast", root, t.shape, t.dtype, layout(t))
+    desc = lambda: f"broadcast(src={root}) of {_shape(t)}"  # noqa: E731
+    return _collective(ctx, g, "broadcast", "broadcast", sig, desc, mem, compute, async_op,
                        _nbytes(t), r)  # fmt: skip
+
+
+def _shape(t: torch.Tensor) -> str:
+    """dtype and shape, and the strides of a tensor that is not contiguous."""
+    return shape_dtype(t) if t.is_contiguous() else f"{shape_dtype(t)} strides {t.stride()}"
 
 
 @members_only
@@ -97,212 +106,88 @@ def all_reduce(ctx, tensor, op, group, async_op):
     g = resolve_group(ctx, group, "all_reduce")
     op = reduce_op(op, ctx.rank, "all_reduce")
     t = as_tensor(tensor, ctx.rank, "all_reduce")
+    if t.layout == torch.sparse_coo:
+        return _sparse_all_reduce(ctx, t, op, g, async_op)
     check_avg(t, op, ctx.rank, "all_reduce")
-    sig = ("all_reduce", op, t.shape, t.dtype)
-    desc = lambda: f"all_reduce(op={op.name}) of {shape_dtype(t)}"  # noqa: E731
+    mem = memory_view(t, ctx.rank, "all_reduce")  # gloo reduces the tensor's memory
+    sig = ("all_reduce", op, t.shape, t.dtype, layout(t))
+    desc = lambda: f"all_reduce(op={op.name}) of {_shape(t)}"  # noqa: E731
     nb = _nbytes(t)
     if nb <= SMALL_BYTES and len(g.ranks) > 1:
         # a view made now is used when the last member arrives: not for async calls, whose
         # caller runs on meanwhile (reduce_small then makes the views itself, at that moment)
-        view = None if async_op else small_view(ctx, t)
-        return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, (t, view),
+        view = None if async_op else small_view(ctx, mem)
+        return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, (mem, view),
                            lambda es: reduce_small(es, op), async_op, nb)  # fmt: skip
     split = _split_all_reduce(op) if nb >= PARALLEL_BYTES else None
     # members of a split all-reduce sleep pinned if their parts are short (see _sched.py)
     pin = split is not None and nb // len(g.ranks) <= PIN_PART_BYTES
-    return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, t,
-                       lambda es: reduce_into(es, es, op), async_op, nb, split=split,
+    return _collective(ctx, g, "all_reduce", "all_reduce", sig, desc, mem,
+                       lambda es: all_reduce_into(es, op), async_op, nb, split=split,
                        pin=pin)  # fmt: skip
 
 
+def _sparse_all_reduce(ctx, t, op, g, async_op):
+    """gloo's all-reduce of a sparse COO tensor: every rank's (coalesced) tensor is gathered and
+    summed in rank order, coalesced, and copied into each member's tensor."""
+    if op is not ReduceOp.SUM:
+        raise ArgumentError(
+            "unsupported reduction operation (allreduce of sparse tensors only works with "
+            f"ReduceOp.SUM) (rank {ctx.rank}: all_reduce of a sparse tensor with {op.name})"
+        )
+    mine = t.coalesce()
+
+    def compute(es):
+        if len({tuple(x.shape) for x, _ in es}) > 1:
+            raise ValueError("Sparse dimensions do not match")
+        total = es[0][0]
+        for x, _ in es[1:]:
+            total = total + x
+        total = total.coalesce()
+        for _, box in es:
+            box.append(total)
+
+    box: list[torch.Tensor] = []
+    nb = _nbytes(mine.indices()) + _nbytes(mine.values())
+    desc = lambda: f"all_reduce(op=SUM) of a sparse {shape_dtype(t)}"  # noqa: E731
+    work = _collective(ctx, g, "all_reduce", "all_reduce", ("all_reduce", "sparse", t.dtype),
+                       desc, (mine, box), compute, True, nb)  # fmt: skip
+
+    def finish() -> None:
+        work.wait()
+        t.copy_(box[0])
+
+    if async_op:
+        return Work(finish)
+    finish()
+    return None
+
+
 def _split_all_reduce(op: ReduceOp):
-    """Part k of a large all-reduce: rank k reduces elements [k n/p, (k+1) n/p) of every buffer."""
+    """Part k of a large all-reduce: member k folds gloo's chunk k (:mod:`._ring`)."""
 
     def part(es: list[torch.Tensor], k: int, p: int) -> None:
-        n = es[0].numel()
-        lo, hi = k * n // p, (k + 1) * n // p
-        if hi > lo:
-            views = [e.view(-1)[lo:hi] for e in es]
-            reduce_into(views, views, op)
+        all_reduce_into(es, op, part=k)
 
     return part
 
 
 @members_only
 def reduce(ctx, tensor, dst, op, group, async_op, group_dst):
+    """gloo's ``reduce``: the root gets the result, the other members' tensors keep the partial
+    sums gloo leaves in them (see :mod:`._ring`; NCCL leaves them unchanged)."""
     g = resolve_group(ctx, group, "reduce")
     root = resolve_peer(ctx, g, dst, group_dst, "reduce", "dst")
     op = reduce_op(op, ctx.rank, "reduce")
     t = as_tensor(tensor, ctx.rank, "reduce")
     check_avg(t, op, ctx.rank, "reduce")
+    mem = memory_view(t, ctx.rank, "reduce")
     r = g.index[root]
-    sig = ("reduce", root, op, t.shape, t.dtype)
-    desc = lambda: f"reduce(dst={root}, op={op.name}) of {shape_dtype(t)}"  # noqa: E731
-    return _collective(ctx, g, "reduce", "reduce", sig, desc, t,
-                       lambda es: reduce_into([es[r]], es, op), async_op, _nbytes(t),
+    sig = ("reduce", root, op, t.shape, t.dtype, layout(t))
+    desc = lambda: f"reduce(dst={root}, op={op.name}) of {_shape(t)}"  # noqa: E731
+    return _collective(ctx, g, "reduce", "reduce", sig, desc, mem,
+                       lambda es: reduce_to_root(es, r, op), async_op, _nbytes(t),
                        r)  # fmt: skip
-
-
-def _gather_rows(outs: list[torch.Tensor], ins: list[torch.Tensor]) -> None:
-    """Copy ``ins`` (snapshotted first, since outputs may alias inputs) into ``outs``."""
-    snap = [x.clone() for x in ins]
-    for o, x in zip(outs, snap):
-        o.copy_(x.view(o.shape))
-
-
-@members_only
-def all_gather(ctx, tensor_list, tensor, group, async_op):
-    g = resolve_group(ctx, group, "all_gather")
-    t = as_tensor(tensor, ctx.rank, "all_gather")
-    outs = tensor_list_checked(ctx, tensor_list, g, t, "all_gather", "tensor_list")
-
-    def compute(es):
-        snap = [x.clone() for _, x in es]
-        for lst, _ in es:
-            for o, x in zip(lst, snap):
-                o.copy_(x)
-
-    sig = ("all_gather", t.shape, t.dtype)
-    desc = lambda: f"all_gather of {shape_dtype(t)}"  # noqa: E731
-    return _collective(ctx, g, "all_gather", "all_gather", sig, desc, (outs, t), compute,
-                       async_op, _nbytes(t))  # fmt: skip
-
-
-def tensor_list_checked(ctx, xs, g, ref, fn, what) -> list[torch.Tensor]:
-    ts = tensor_list(xs, g.size(), ctx.rank, fn, what)
-    same_layout(ts, ref, ctx.rank, fn, what)
-    return ts
-
-
-@members_only
-def all_gather_into_tensor(ctx, output_tensor, input_tensor, group, async_op):
-    fn = "all_gather_into_tensor"
-    g = resolve_group(ctx, group, fn)
-    t = as_tensor(input_tensor, ctx.rank, fn, "input_tensor")
-    out = as_tensor(output_tensor, ctx.rank, fn, "output_tensor")
-    p = g.size()
-    if out.numel() != p * t.numel() or out.dtype != t.dtype:
-        raise ArgumentError(
-            f"rank {ctx.rank}: {fn}: output_tensor must hold group size ({p}) x the input "
-            f"({shape_dtype(t)}): expected {p * t.numel()} elements of {t.dtype}, got "
-            f"{shape_dtype(out)}"
-        )
-
-    def compute(es):
-        snap = [x.reshape(-1).clone() for _, x in es]
-        m = snap[0].numel()
-        for o, _ in es:
-            flat = o.view(-1)
-            for i, x in enumerate(snap):
-                flat[i * m : (i + 1) * m].copy_(x)
-
-    sig = (fn, t.shape, t.dtype)
-    desc = lambda: f"{fn} of {shape_dtype(t)}"  # noqa: E731
-    return _collective(ctx, g, fn, "all_gather", sig, desc, (out, t), compute, async_op,
-                       _nbytes(t))  # fmt: skip
-
-
-@members_only
-def gather(ctx, tensor, gather_list, dst, group, async_op, group_dst):
-    g = resolve_group(ctx, group, "gather")
-    root = resolve_peer(ctx, g, dst, group_dst, "gather", "dst")
-    t = as_tensor(tensor, ctx.rank, "gather")
-    r = g.index[root]
-    outs = None
-    if ctx.rank == root:
-        if gather_list is None:
-            raise ValueError(f"rank {ctx.rank}: gather: the dst rank must pass gather_list")
-        outs = tensor_list_checked(ctx, gather_list, g, t, "gather", "gather_list")
-    elif gather_list:  # torch's rule: a clear error rather than a list that is ignored
-        raise ValueError(
-            f"rank {ctx.rank}: gather: Argument ``gather_list`` must NOT be specified on "
-            f"non-destination ranks (dst is rank {root}); pass None"
-        )
-
-    def compute(es):
-        _gather_rows(es[r][0], [x for _, x in es])
-
-    sig = ("gather", root, t.shape, t.dtype)
-    desc = lambda: f"gather(dst={root}) of {shape_dtype(t)}"  # noqa: E731
-    return _collective(ctx, g, "gather", "gather", sig, desc, (outs, t), compute, async_op,
-                       _nbytes(t), r)  # fmt: skip
-
-
-@members_only
-def scatter(ctx, tensor, scatter_list, src, group, async_op, group_src):
-    g = resolve_group(ctx, group, "scatter")
-    root = resolve_peer(ctx, g, src, group_src, "scatter", "src")
-    t = as_tensor(tensor, ctx.rank, "scatter")
-    r = g.index[root]
-    ins = None
-    if ctx.rank == root:
-        if scatter_list is None:
-            raise ValueError(f"rank {ctx.rank}: scatter: the src rank must pass scatter_list")
-        ins = tensor_list_checked(ctx, scatter_list, g, t, "scatter", "scatter_list")
-    elif scatter_list:  # torch's rule: a clear error rather than a list that is ignored
-        raise ValueError(
-            f"rank {ctx.rank}: scatter: Argument ``scatter_list`` must NOT be specified on "
-            f"non-source ranks (src is rank {root}); pass None"
-        )
-
-    def compute(es):
-        _gather_rows([x for x, _ in es], es[r][1])
-
-    sig = ("scatter", root, t.shape, t.dtype)
-    desc = lambda: f"scatter(src={root}) into {shape_dtype(t)}"  # noqa: E731
-    return _collective(ctx, g, "scatter", "scatter", sig, desc, (t, ins), compute, async_op,
-                       _nbytes(t), r)  # fmt: skip
-
-
-@members_only
-def reduce_scatter(ctx, output, input_list, op, group, async_op):
-    g = resolve_group(ctx, group, "reduce_scatter")
-    op = reduce_op(op, ctx.rank, "reduce_scatter")
-    out = as_tensor(output, ctx.rank, "reduce_scatter", "output")
-    check_avg(out, op, ctx.rank, "reduce_scatter")
-    ins = tensor_list_checked(ctx, input_list, g, out, "reduce_scatter", "input_list")
-
-    def compute(es):
-        accs = [torch.empty_like(o) for o, _ in es]
-        for j, acc in enumerate(accs):
-            reduce_into([acc], [lst[j] for _, lst in es], op)
-        for (o, _), acc in zip(es, accs):
-            o.copy_(acc)
-
-    sig = ("reduce_scatter", op, out.shape, out.dtype)
-    desc = lambda: f"reduce_scatter(op={op.name}) into {shape_dtype(out)}"  # noqa: E731
-    return _collective(ctx, g, "reduce_scatter", "reduce_scatter", sig, desc, (out, ins),
-                       compute, async_op, _nbytes(out))  # fmt: skip
-
-
-@members_only
-def reduce_scatter_tensor(ctx, output, input, op, group, async_op):
-    fn = "reduce_scatter_tensor"
-    g = resolve_group(ctx, group, fn)
-    op = reduce_op(op, ctx.rank, fn)
-    out = as_tensor(output, ctx.rank, fn, "output")
-    inp = as_tensor(input, ctx.rank, fn, "input")
-    check_avg(out, op, ctx.rank, fn)
-    p = g.size()
-    if inp.numel() != p * out.numel() or inp.dtype != out.dtype:
-        raise ArgumentError(
-            f"rank {ctx.rank}: {fn}: input must hold group size ({p}) x the output "
-            f"({shape_dtype(out)}): expected {p * out.numel()} elements of {out.dtype}, got "
-            f"{shape_dtype(inp)}"
-        )
-
-    def compute(es):
-        m = es[0][0].numel()
-        accs = [torch.empty_like(o).view(-1) for o, _ in es]
-        for j, acc in enumerate(accs):
-            reduce_into([acc], [x.view(-1)[j * m : (j + 1) * m] for _, x in es], op)
-        for (o, _), acc in zip(es, accs):
-            o.view(-1).copy_(acc)
-
-    sig = (fn, op, out.shape, out.dtype)
-    desc = lambda: f"{fn}(op={op.name}) into {shape_dtype(out)}"  # noqa: E731
-    return _collective(ctx, g, fn, "reduce_scatter", sig, desc, (out, inp), compute, async_op,
-                       _nbytes(out))  # fmt: skip
 
 
 @members_only
@@ -310,6 +195,41 @@ def barrier(ctx, group, async_op):
     g = resolve_group(ctx, group, "barrier")
     return _collective(ctx, g, "barrier", "barrier", ("barrier",), _barrier_desc, None,
                        _noop_compute, async_op, 0)  # fmt: skip
+
+
+@members_only
+def monitored_barrier(ctx, group, timeout, wait_all_ranks):
+    """gloo's ``monitored_barrier``: a barrier whose group rank 0 names the ranks that did not
+    arrive within ``timeout`` (a ``timedelta``, seconds, or None for the group's timeout); the
+    other members raise gloo's error for a missing rank 0."""
+    g = resolve_group(ctx, group, "monitored_barrier")
+    if timeout is None:
+        seconds = g.timeout if g.timeout is not None else 1800.0  # gloo's default, 30 min
+    else:
+        seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+    ms, me = int(seconds * 1000), g.index[ctx.rank]
+    if me == 0 and seconds <= 0:  # rank 0's time is up before it checks a single rank
+        raise RuntimeError(
+            f"Rank 0 timed out in monitoredBarrier after {ms} ms.\nNo ranks successfully "
+            "processed in monitoredBarrier."
+        )
+
+    def error(missing: list[int]) -> RuntimeError:
+        if me != 0:
+            return RuntimeError(
+                f"Rank {me} successfully reached monitoredBarrier, but received errors while "
+                "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+            )
+        late = [g.index[r] for r in missing]
+        if wait_all_ranks:
+            names = f"Ranks {', '.join(map(str, late))}"
+        else:
+            names = f"Rank {late[0]}" if late else "A rank"
+        return RuntimeError(f"[Rank 0]: {names} failed to pass monitoredBarrier in {ms} ms")
+
+    desc = lambda: f"monitored_barrier(timeout={ms} ms)"  # noqa: E731
+    return _collective(ctx, g, "monitored_barrier", "barrier", ("barrier",), desc, None,
+                       _noop_compute, False, 0, timeout=(seconds, error))  # fmt: skip
 
 
 def _barrier_desc() -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ._common import ArgumentError, Work, as_tensor, shape_dtype
+from ._common import ArgumentError, Work, as_tensor, need_contiguous, shape_dtype
 from ._emulator import Group, _Msg
 from ._rank import RankContext
 
@@ -55,7 +55,7 @@ def resolve_group(ctx: RankContext, group: Any, fn: str) -> Group:
     """The :class:`Group` to use (the world when ``group`` is None); the caller must belong."""
     w = ctx.world
     if group is None:
-        return w.world_group
+        group = w.world_group
     group = getattr(group, "_labs_group", group)  # a torch process group of labs.dist.backend
     if not isinstance(group, Group):
         raise TypeError(
@@ -68,6 +68,8 @@ def resolve_group(ctx: RankContext, group: Any, fn: str) -> Group:
         raise ValueError(f"rank {ctx.rank}: {fn}: {group} was made by a different launch")
     if ctx.rank not in group.index:
         raise NotMember(fn, group)
+    if group.gid in w.broken:
+        raise RuntimeError(f"rank {ctx.rank}: {fn}: {w.broken[group.gid]}")
     return group
 
 
@@ -113,6 +115,7 @@ def send(ctx, tensor, dst, group, tag, group_dst, op="send") -> int:
             f"rank {ctx.rank}: {op}: dst={d} is this rank; a rank cannot send to itself"
         )
     t = as_tensor(tensor, ctx.rank, op)
+    need_contiguous(t, ctx.rank, op, "input tensor has to be contiguous")  # gloo's check
     nb = nbytes(t)
     msg_id = ctx.post_send(t.clone(), d, tag)
     ctx.record(op, (d,), nb, 0, t0, g.ranks, "p2p", nb, msg_id)
@@ -142,6 +145,7 @@ def _deliver(ctx: RankContext, t: torch.Tensor, msg: _Msg, op: str, t0: float, g
 def _recv_setup(ctx, tensor, src, group, tag, group_src, op):
     g = resolve_group(ctx, group, op)
     t = as_tensor(tensor, ctx.rank, op)
+    need_contiguous(t, ctx.rank, op, "input tensor has to be contiguous")  # gloo's check
     if src is None and group_src is None:
         return g, t, None
     s = resolve_peer(ctx, g, src, group_src, op, "src")
@@ -157,10 +161,10 @@ def recv(ctx, tensor, src, group, tag, group_src) -> int:
     t0 = ctx.now()
     g, t, s = _recv_setup(ctx, tensor, src, group, tag, group_src, "recv")
     if s is None:
-        msg = ctx.take_any(tag, f"recv(src=any, tag={tag}) into {shape_dtype(t)}")
+        msg = ctx.take_any(tag, f"recv(src=any, tag={tag}) into {shape_dtype(t)}", g)
     else:
         ch, seq = ctx.reserve_recv(s, tag)
-        msg = ctx.take(ch, seq, f"recv(src={s}, tag={tag}) into {shape_dtype(t)}")
+        msg = ctx.take(ch, seq, f"recv(src={s}, tag={tag}) into {shape_dtype(t)}", g)
     return _deliver(ctx, t, msg, "recv", t0, g)
 
 
@@ -170,10 +174,10 @@ def irecv(ctx, tensor, src, group, tag, group_src) -> Work:
     g, t, s = _recv_setup(ctx, tensor, src, group, tag, group_src, "irecv")
     if s is None:  # any source: the message is chosen when wait() is called
         what = f"irecv(src=any, tag={tag}).wait() into {shape_dtype(t)}"
-        return Work(lambda: _deliver(ctx, t, ctx.take_any(tag, what), "irecv", t0, g))
+        return Work(lambda: _deliver(ctx, t, ctx.take_any(tag, what, g), "irecv", t0, g))
     ch, seq = ctx.reserve_recv(s, tag)
     what = f"irecv(src={s}, tag={tag}).wait() into {shape_dtype(t)}"
-    return Work(lambda: _deliver(ctx, t, ctx.take(ch, seq, what), "irecv", t0, g))
+    return Work(lambda: _deliver(ctx, t, ctx.take(ch, seq, what, g), "irecv", t0, g))
 
 
 def new_group(ctx, ranks) -> Group:

@@ -7,6 +7,7 @@ under its lock and sleeps through ``World.sleep`` when it must wait.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from ._emulator import (
     _Msg,
     _Slot,
 )
+from ._rank_threads import check_own_thread
+from ._stuck import broken_note, deadline_for, recv_limit
 
 __all__ = ["RankContext"]
 
@@ -30,6 +33,7 @@ class RankContext:
     def __init__(self, world: World, rank: int):
         self.world = world
         self.rank = rank
+        self.thread = threading.get_ident()  # made on the rank's own thread (_rank_threads.py)
         self.t0 = world.t0
         self.records = world.trace.pending[rank]  # this rank's trace, as tuples
         self.coll_seq: dict[int, int] = defaultdict(int)
@@ -39,6 +43,8 @@ class RankContext:
         self.has_baton = False
         self.pg_counts: dict[tuple[int, ...], int] = {}  # torch groups made, by ranks (backend.py)
         self.c10d_world: Any = None  # this rank's torch.distributed world (backend.py)
+        self.dtensor_handlers: dict | None = None  # DTensor's custom op table (_torch_shared.py)
+        self.class_attrs: dict = {}  # torch's class-level caches, this rank's copies (same)
 
     def now(self) -> float:
         """Seconds since the launch started."""
@@ -96,22 +102,28 @@ class RankContext:
             w.recv_seq[ch] = seq + 1
         return ch, seq
 
-    def take(self, ch: tuple[int, int, int], seq: int, what: str) -> _Msg:
+    def take(self, ch: tuple[int, int, int], seq: int, what: str, group: Group | None = None):
         """Block until message ``seq`` of channel ``ch`` arrived; remove and return it."""
         w = self.world
+        if threading.get_ident() != self.thread:
+            check_own_thread(self, what)
+        deadline, on_timeout = recv_limit(self, group, what)
         with w.lock:  # look the mailbox up under the lock: two threads must never create it
             box = w.msgs[ch]
-            st = w.wait_for(self.rank, lambda: what, lambda: seq in box)
+            st = w.wait_for(self.rank, lambda: what, lambda: seq in box, deadline, on_timeout)
             if st is None:
                 return box.pop(seq)
         w.sleep(st)
         with w.lock:
             return box.pop(seq)
 
-    def take_any(self, tag: int, what: str) -> _Msg:
+    def take_any(self, tag: int, what: str, group: Group | None = None) -> _Msg:
         """Block until a message with ``tag`` from any rank is available; take the oldest."""
         w = self.world
         me = self.rank
+        if threading.get_ident() != self.thread:
+            check_own_thread(self, what)
+        deadline, on_timeout = recv_limit(self, group, what)
 
         def candidates():
             for s in range(w.size):
@@ -122,7 +134,8 @@ class RankContext:
                     yield box[seq].order, ch, seq
 
         with w.lock:
-            w.block(me, lambda: what, lambda: next(candidates(), None) is not None)
+            w.block(me, lambda: what, lambda: next(candidates(), None) is not None, deadline,
+                    on_timeout)  # fmt: skip
             _, ch, seq = min(candidates())
             w.recv_seq[ch] = seq + 1
             return w.msgs[ch].pop(seq)
@@ -138,6 +151,7 @@ class RankContext:
         split: Callable[[list[Any], int, int], None] | None = None,
         blocking: bool = True,
         pin: bool = False,
+        timeout: tuple[float, Callable[[list[int]], BaseException]] | None = None,
     ) -> Callable[[], None]:
         """Arrive at this rank's next collective on ``group``; return a function that waits.
 
@@ -153,14 +167,22 @@ class RankContext:
         the GIL).  Parts are claimed dynamically, so a member that called with
         ``async_op=True`` and waits late (or never) does not hold the others up.  ``pin``: the
         members sleep pinned to one CPU while they wait (short parts; see ``_sched.py``).
+        ``timeout``: (seconds, the error to raise given the missing global ranks) instead of the
+        group's own timeout (``group.timeout``; see ``_stuck.py``).
         """
         w = self.world
+        if threading.get_ident() != self.thread:
+            check_own_thread(self, desc())
         me = group.index[self.rank]
         size = len(group.ranks)
         st = None
+        limit = deadline_for(group, timeout, lambda missing: f"rank {self.rank}: {desc()} on group "
+                          f"{list(group.ranks)}: ranks {missing} did not arrive")  # fmt: skip
         with w.lock:
             if w.error is not None:
                 raise _Abort
+            if group.gid in w.broken:
+                raise RuntimeError(f"rank {self.rank}: {desc()}: {w.broken[group.gid]}")
             seq = self.coll_seq[group.gid]
             self.coll_seq[group.gid] = seq + 1
             key = (group.gid, seq)
@@ -191,16 +213,25 @@ class RankContext:
                     f"still missing ranks {missing})"
                 )
 
+            def expired() -> BaseException:
+                missing = [group.ranks[i] for i, e in enumerate(slot.desc) if e is None]
+                err = limit[1](missing)  # type: ignore[index]
+                with w.lock:
+                    w.broken[group.gid] = broken_note(group, self.rank, desc())
+                return err
+
+            deadline = None if limit is None else limit[0]
+            on_timeout = None if limit is None else expired
             if last:
                 del w.slots[key]
                 slot.ready = True
                 if split is not None:
                     w.wake()
             elif blocking and split is None:
-                st = w.wait_for(self.rank, waiting, slot.is_done)
+                st = w.wait_for(self.rank, waiting, slot.is_done, deadline, on_timeout)
 
         if split is not None:
-            return self._split_work(slot, split, desc, waiting, size, pin)
+            return self._split_work(slot, split, desc, waiting, size, pin, deadline, on_timeout)
         if last:
             try:
                 compute(slot.entries)
@@ -218,19 +249,19 @@ class RankContext:
 
         def wait() -> None:
             with w.lock:
-                st = w.wait_for(self.rank, waiting, slot.is_done)
+                st = w.wait_for(self.rank, waiting, slot.is_done, deadline, on_timeout)
             w.sleep(st)
 
         return wait
 
-    def _split_work(self, slot, split, desc, waiting, size, pin) -> Callable[[], None]:
+    def _split_work(self, slot, split, desc, waiting, size, pin, deadline, on_timeout):
         """The waiting function of a split collective (see :meth:`collective`)."""
         w = self.world
 
         def work() -> None:
             """Claim unfinished parts until none is left, then wait for the others."""
             with w.lock:
-                st = w.wait_for(self.rank, waiting, lambda: slot.ready)
+                st = w.wait_for(self.rank, waiting, lambda: slot.ready, deadline, on_timeout)
                 if st is not None:
                     st.turn = False  # reduce parts beside the others, whoever has the turn
             w.sleep(st, pin)

@@ -1,6 +1,9 @@
 """How the last member of a collective combines the members' buffers: numpy views of the
 tensors (numpy calls cost about a microsecond, torch calls several), reduced in cache-sized
-chunks, with torch ops as the fallback for GPU tensors and dtypes numpy lacks (bfloat16).
+blocks, with torch ops as the fallback for GPU tensors and dtypes numpy lacks (bfloat16).
+
+The ranks are combined in the order gloo's ring algorithms combine them (:mod:`._ring`), so
+sums, products, minima and maxima are bit for bit what ``torchrun`` with gloo gives.
 """
 
 from __future__ import annotations
@@ -11,23 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._common import ReduceOp, combine
+from ._common import ReduceOp
+from ._ring import allreduce_chunks, combine, divide, fold, order, reduce_chunks
 
 # Large tensors are reduced in pieces that stay in a core's cache (256 KiB).  Not much smaller:
 # every numpy call on a piece releases and re-takes the GIL, which the ranks reducing their parts
 # side by side then hand back and forth.
 CHUNK_BYTES = 1 << 18
-
-_NP_OPS = {
-    ReduceOp.SUM: np.add,
-    ReduceOp.AVG: np.add,
-    ReduceOp.PRODUCT: np.multiply,
-    ReduceOp.MIN: np.minimum,
-    ReduceOp.MAX: np.maximum,
-    ReduceOp.BAND: np.bitwise_and,
-    ReduceOp.BOR: np.bitwise_or,
-    ReduceOp.BXOR: np.bitwise_xor,
-}
 
 
 # -- numpy views of tensors -------------------------------------------------------------------
@@ -122,110 +115,132 @@ def small_view(ctx: Any, t: torch.Tensor) -> np.ndarray | None:
 
 
 # -- combining buffers ------------------------------------------------------------------------
+def _flat(ts: list[torch.Tensor]) -> list[Any]:
+    """1-d numpy views of contiguous tensors (complex ones as pairs of reals), or torch views."""
+    ts = [torch.view_as_real(t) if t.is_complex() else t for t in ts]
+    views = numpy_views(ts)
+    return [v.reshape(-1) for v in views] if views is not None else [t.reshape(-1) for t in ts]
+
+
+def _step(x: Any) -> int:
+    """Elements per cache-sized block."""
+    size = x.itemsize if isinstance(x, np.ndarray) else x.element_size()
+    return max(1, CHUNK_BYTES // max(1, size))
+
+
+def _copy(x: Any) -> Any:
+    return x.copy() if isinstance(x, np.ndarray) else x.clone()
+
+
+def _put(dst: Any, src: Any) -> None:
+    if isinstance(dst, np.ndarray):
+        np.copyto(dst, src)
+    else:
+        dst.copy_(src)
+
+
+def _blocks(lo: int, hi: int, step: int):
+    for s in range(lo, hi, step):
+        yield s, min(hi, s + step)
+
+
 def reduce_small(es: list[tuple[torch.Tensor, np.ndarray | None]], op: ReduceOp) -> None:
     """All-reduce in place the buffers of a group's members, given as (tensor, its numpy view
     or None) per member (see :func:`small_view`); all have one shape.  Runs when the last
     member arrives, while every member that handed in a view is blocked in the call."""
     views = [v for _, v in es]
-    for v in views:
-        if v is None:  # a member handed in no view: make them all now (or use torch ops)
-            ts = [t for t, _ in es]
-            reduce_into(ts, ts, op)
-            return
-    if len(views) > 1:
-        reduce_arrays(views, views, op)
+    if any(v is None for v in views) or views[0].dtype.kind == "c":
+        all_reduce_into([t for t, _ in es], op)  # a member handed in no view: make them now
+    elif len(views) > 1:
+        all_reduce_arrays([v.reshape(-1) for v in views], op)
 
 
-def reduce_into(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp) -> None:
-    """outs[k] <- op over ins, for every k; all have one shape; outs may alias ins.
-
-    Large buffers go in cache-sized chunks (:func:`reduce_chunks`), so memory traffic stays
-    close to reading the inputs and writing the outputs once.
-    """
-    if outs is ins and len(ins) == 1:  # a group of one: the result is the input
-        return
-    flat_in = numpy_views(ins)
-    flat_out = flat_in if outs is ins else numpy_views(outs)
-    if flat_in is None or flat_out is None:
-        reduce_into_torch(outs, ins, op)
-        return
-    reduce_arrays(flat_out, flat_in, op)
+def all_reduce_into(ts: list[torch.Tensor], op: ReduceOp, part: int | None = None) -> None:
+    """All-reduce the (contiguous) tensors ``ts`` of a group's members in place, in gloo's
+    order; ``part``: only that chunk (the members of a large all-reduce each do one)."""
+    if len(ts) > 1:
+        all_reduce_arrays(_flat(ts), op, part)
 
 
-def reduce_arrays(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) -> None:
-    """:func:`reduce_into` on numpy arrays.  Overflow gives inf (NaN for inf - inf), as in torch,
-    without numpy's warnings."""
+def all_reduce_arrays(xs: list[Any], op: ReduceOp, part: int | None = None) -> None:
+    """:func:`all_reduce_into` on 1-d numpy arrays or torch tensors.  Overflow gives inf (NaN
+    for inf - inf), as in torch, without numpy's warnings."""
+    p, n = len(xs), xs[0].shape[0]
+    size = xs[0].itemsize if isinstance(xs[0], np.ndarray) else xs[0].element_size()
+    chunks = allreduce_chunks(n, size, p)
+    shared = not isinstance(xs[0], np.ndarray) or _overlapping(xs)
     with np.errstate(all="ignore"):
-        if ins[0].nbytes <= CHUNK_BYTES:
-            reduce_whole(outs, ins, op)
-        else:
-            flat_in = [x.reshape(-1) for x in ins]
-            flat_out = flat_in if outs is ins else [x.reshape(-1) for x in outs]
-            reduce_chunks(flat_out, flat_in, op)
+        for c in range(p) if part is None else (part,):
+            ranks = order(c, p)
+            for s, e in _blocks(*chunks[c], _step(xs[0])):
+                first = xs[ranks[0]][s:e]
+                acc = _copy(first) if shared else first  # in place: its value is used first
+                fold(acc, [xs[q][s:e] for q in ranks], op)
+                if op is ReduceOp.AVG:
+                    divide(acc, p)
+                for q in range(p):
+                    if shared or q != ranks[0]:
+                        _put(xs[q][s:e], acc)
 
 
-def reduce_whole(outs: list[np.ndarray], ins: list[np.ndarray], op: ReduceOp) -> None:
-    """:func:`reduce_arrays` for buffers that fit in cache: one pass, no chunk loop."""
-    ufunc = _NP_OPS[op]
-    # a copy, not ins[0] itself: ranks may (wrongly) pass one shared buffer, which must still
-    # give p times its value; copy() also keeps 0-d inputs arrays (ufunc(a, b) gives a scalar)
-    acc = ins[0].copy()
-    for x in ins[1:]:
-        ufunc(acc, x, out=acc)
-    if op is ReduceOp.AVG:
-        np.divide(acc, len(ins), out=acc, casting="unsafe")
-    for y in outs:
-        np.copyto(y, acc)
+def reduce_to_root(ts: list[torch.Tensor], root: int, op: ReduceOp) -> None:
+    """gloo's ``reduce``: member ``root`` gets the result; every other member's tensor is left
+    holding the partial fold it made on the ring (gloo reduces in place; see :mod:`._ring`)."""
+    p = len(ts)
+    if p == 1:
+        return
+    xs = _flat(ts)
+    n = xs[0].shape[0]
+    size = xs[0].itemsize if isinstance(xs[0], np.ndarray) else xs[0].element_size()
+    chunks, nspr, seg_n = reduce_chunks(n, size, p)
+    with np.errstate(all="ignore"):
+        for c in range(p):
+            ranks = order(c, p)
+            lo, hi = chunks[c]
+            extra = min(hi, lo + max(0, nspr - 2) * seg_n)  # sent on once more at the end
+            for s, e in _blocks(lo, hi, _step(xs[0])):
+                acc = _copy(xs[ranks[0]][s:e])
 
+                def keep(i: int, acc: Any, s: int = s, e: int = e, ranks: list = ranks) -> None:
+                    if ranks[i] != root:
+                        _put(xs[ranks[i]][s:e], acc)
 
-def reduce_chunks(flat_out: list[np.ndarray], flat_in: list[np.ndarray], op: ReduceOp) -> None:
-    """:func:`reduce_arrays` for large 1-d buffers, chunk by chunk.
-
-    In an all-reduce (the outputs are the inputs, no two of them overlapping) each chunk is
-    accumulated in place in the first buffer and then copied to the others; otherwise in a
-    scratch buffer, then copied to every output (one numpy pass more per chunk).
-    """
-    n = flat_in[0].size
-    step = max(1, CHUNK_BYTES // max(1, flat_in[0].itemsize))
-    ufunc = _NP_OPS[op]
-    in_place = flat_out is flat_in and len(flat_in) > 1 and not _overlapping(flat_in)
-    acc_buf = None if in_place else np.empty(min(n, step), dtype=flat_in[0].dtype)
-    for s in range(0, n, step):
-        e = min(n, s + step)
-        if in_place:
-            acc = flat_in[0][s:e]
-            for x in flat_in[1:]:
-                ufunc(acc, x[s:e], out=acc)
-        else:
-            acc = acc_buf[: e - s]
-            if len(flat_in) == 1:
-                np.copyto(acc, flat_in[0][s:e])
-            else:
-                ufunc(flat_in[0][s:e], flat_in[1][s:e], out=acc)
-            for x in flat_in[2:]:
-                ufunc(acc, x[s:e], out=acc)
+                fold(acc, [xs[q][s:e] for q in ranks], op, keep)
+                start = ranks[0]
+                if start != root and s < extra:  # the start rank: fn(its value, the result)
+                    again = _copy(acc[: min(e, extra) - s])
+                    combine(again, xs[start][s : min(e, extra)], op)
+                    _put(xs[start][s : min(e, extra)], again)
+                _put(xs[root][s:e], acc)
         if op is ReduceOp.AVG:
-            np.divide(acc, len(flat_in), out=acc, casting="unsafe")
-        for y in flat_out[1:] if in_place else flat_out:
-            np.copyto(y[s:e], acc)
+            for x in xs:
+                divide(x, p)
+
+
+def all_reduce_slice(ins: list[torch.Tensor], op: ReduceOp, lo: int, hi: int,
+                     out: torch.Tensor) -> None:  # fmt: skip
+    """``out`` <- elements ``[lo, hi)`` of a ring all-reduce of the (flattened) ``ins``, in
+    gloo's order; the inputs are not changed (reduce_scatter: :mod:`._ring`)."""
+    p = len(ins)
+    xs = _flat([x if x.is_contiguous() else x.contiguous() for x in ins])
+    res = torch.empty(hi - lo, dtype=ins[0].dtype, device=ins[0].device)
+    flat_out = _flat([res])[0]
+    n = xs[0].shape[0]
+    scale = n // max(1, ins[0].numel())  # 2 for complex tensors seen as pairs of reals
+    lo, hi = lo * scale, hi * scale
+    size = xs[0].itemsize if isinstance(xs[0], np.ndarray) else xs[0].element_size()
+    with np.errstate(all="ignore"):
+        for c, (clo, chi) in enumerate(allreduce_chunks(n, size, p)):
+            ranks = order(c, p)
+            for s, e in _blocks(max(lo, clo), min(hi, chi), _step(xs[0])):
+                acc = _copy(xs[ranks[0]][s:e])
+                fold(acc, [xs[q][s:e] for q in ranks], op)
+                if op is ReduceOp.AVG:
+                    divide(acc, p)
+                _put(flat_out[s - lo : e - lo], acc)
+    out.copy_(res.view(out.shape))
 
 
 def _overlapping(arrays: list[np.ndarray]) -> bool:
     """True if any two of ``arrays`` may share memory (a bounds check, never a false no)."""
     return any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1 :])
-
-
-def reduce_into_torch(outs: list[torch.Tensor], ins: list[torch.Tensor], op: ReduceOp) -> None:
-    """The same with torch ops, for GPU tensors and dtypes numpy lacks."""
-    flat_in = [x.reshape(-1) for x in ins]
-    flat_out = [x.reshape(-1) for x in outs]
-    n = flat_in[0].numel()
-    step = max(1, CHUNK_BYTES * 4 // max(1, ins[0].element_size()))
-    for s in range(0, n, step):
-        acc = flat_in[0][s : s + step].clone()
-        for x in flat_in[1:]:
-            combine(acc, x[s : s + step], op)
-        if op is ReduceOp.AVG:
-            acc.div_(len(ins))
-        for y in flat_out:
-            y[s : s + step].copy_(acc)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -98,8 +99,8 @@ _real_sleep = time.sleep
 
 def _sleep(secs: float) -> None:
     ctx = _emu.current()
-    if ctx is None or not ctx.has_baton:
-        return _real_sleep(secs)
+    if ctx is None or not ctx.has_baton or threading.get_ident() != ctx.thread:
+        return _real_sleep(secs)  # not a rank, or a thread the rank started (_rank_threads.py)
     ctx.world.give_baton(ctx)  # let the other ranks run meanwhile
     try:
         _real_sleep(secs)

@@ -7,6 +7,8 @@ Three pieces make torch's process-group machinery work on threads of one process
   its own :class:`_RankWorld` (a rank's ``dist.get_rank()`` is its own);
 * the C++ registry that maps group names to groups (used by functional collectives) is made
   per thread (``_set_thread_isolation_mode``);
+* the rest of torch's process-wide state that ranks would otherwise share (DTensor's op
+  handlers, the checkpoint executors, the profiler) is handled in :mod:`._torch_shared`;
 * :func:`init_emulated` creates the rank's default group on the ``"emulated"`` backend
   (registered by :func:`register`; its constructor :func:`_create` maps torch's group ranks
   onto an emulator :class:`~labs.dist._emulator.Group`).
@@ -25,6 +27,7 @@ from torch._C import _distributed_c10d as c10d
 from torch.distributed import distributed_c10d as dc10d
 
 from . import _emulator as _emu
+from . import _torch_shared
 from ._emulator import Group
 from .backend import BACKEND, EmulatedProcessGroup
 
@@ -130,6 +133,8 @@ def installed() -> Iterator[None]:
             dc10d._world = _WorldByRank(saved)
             c10d._set_thread_isolation_mode(True)
             tdist.init_process_group = _init_anywhere(tdist.init_process_group)
+            dc10d._new_process_group_helper = _helper_anywhere(dc10d._new_process_group_helper)
+            _torch_shared.install()
     try:
         yield
     finally:
@@ -137,6 +142,9 @@ def installed() -> Iterator[None]:
             _install_depth -= 1
             if _install_depth == 0:
                 tdist.init_process_group = tdist.init_process_group.__wrapped_outside__
+                helper = dc10d._new_process_group_helper
+                dc10d._new_process_group_helper = helper.__wrapped_outside__
+                _torch_shared.uninstall()
                 c10d._set_thread_isolation_mode(False)
                 dc10d._world = dc10d._world._outside
 
@@ -165,6 +173,8 @@ def _create(opts: Any, backend_options: Any) -> EmulatedProcessGroup:
         g = ctx.world.world_group  # the default group: the world of labs.dist
     else:
         g = _subgroup(ctx, ranks)
+    if opts.timeout != dc10d.default_pg_timeout:  # chosen by the program: gloo's errors after it
+        g.timeout = opts.timeout.total_seconds()
     return EmulatedProcessGroup(ctx, g)
 
 
@@ -193,14 +203,7 @@ def init_emulated(ctx: Any, backend: Any, timeout: Any) -> None:
     ``backend``: what the program asked for; gloo (or None, ``"cpu:gloo"``) and nccl (with a
     one-line notice) are mapped to ``"emulated"``; any other raises ``ValueError``.
     """
-    names = {part.rsplit(":", 1)[-1].strip().lower() for part in str(backend or "gloo").split(",")}
-    if not names <= {"gloo", "nccl", "undefined", BACKEND}:
-        raise ValueError(
-            f"rank {ctx.rank}: init_process_group: backend {backend!r} is not emulated; use "
-            "'gloo' (or 'nccl', which runs as gloo on emulated CPU ranks)"
-        )
-    if "nccl" in names:
-        notice_nccl(ctx.rank)
+    check_backend(ctx, backend, "init_process_group")
     if dc10d._world.default_pg is not None:
         raise ValueError(
             f"rank {ctx.rank}: init_process_group: trying to initialize the default process "
@@ -212,6 +215,42 @@ def init_emulated(ctx: Any, backend: Any, timeout: Any) -> None:
     kwargs = {} if timeout is None else {"timeout": timeout}
     dc10d.init_process_group(BACKEND, store=ctx.world.store, rank=ctx.rank,
                              world_size=ctx.world.size, **kwargs)  # fmt: skip
+
+
+def check_backend(ctx: Any, backend: Any, fn: str) -> None:
+    """Accept the backends that run on the emulated one: gloo (or None, ``"cpu:gloo"``) and
+    nccl (with a one-line notice); any other raises ``ValueError``."""
+    names = {part.rsplit(":", 1)[-1].strip().lower() for part in str(backend or "gloo").split(",")}
+    if not names <= {"gloo", "nccl", "undefined", BACKEND}:
+        raise ValueError(
+            f"rank {ctx.rank}: {fn}: backend {backend!r} is not emulated; use "
+            "'gloo' (or 'nccl', which runs as gloo on emulated CPU ranks)"
+        )
+    if "nccl" in names:
+        notice_nccl(ctx.rank)
+
+
+def _helper_anywhere(outside: Any):
+    """torch's ``_new_process_group_helper`` (behind ``init_process_group`` and ``new_group``)
+    while ranks run: on an emulated rank every group is made on the emulated backend (a real
+    gloo group would block in C++ waiting for its peers, which are threads waiting for their
+    turn), and registered as ``"gloo"``, whose collectives it runs: ``get_backend`` says
+    ``"gloo"`` and torch's gloo-only functions (``monitored_barrier``) accept it."""
+
+    def helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+        ctx = _emu.current()
+        if ctx is None:
+            return outside(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs)
+        check_backend(ctx, backend, "new_group")
+        pg, store = outside(group_size, group_rank, global_ranks_in_group, BACKEND, *args,
+                            **kwargs)  # fmt: skip
+        if isinstance(pg, EmulatedProcessGroup):  # it runs gloo's collectives: it says so
+            dc10d._world.pg_map[pg] = (tdist.Backend("gloo"), store)
+            dc10d._world.pg_backend_config[pg] = "cpu:gloo"
+        return pg, store
+
+    helper.__wrapped_outside__ = outside  # type: ignore[attr-defined]
+    return helper
 
 
 def notice_nccl(rank: int) -> None:

@@ -1,36 +1,30 @@
-"""The rest of the ``torch.distributed`` API, so that ordinary programs run on emulated ranks.
+"""The rest of the ``torch.distributed`` API, so that ordinary programs run on emulated ranks:
+process groups.
 
 Process-group set-up (``init_process_group``, ``destroy_process_group``, ``is_available``,
 ``get_backend``, ``group.WORLD``), group queries and subgroups (``get_process_group_ranks``,
-``get_global_rank``, ``get_group_rank``, ``new_subgroups``, ``new_subgroups_by_enumeration``),
-``monitored_barrier``, batched point-to-point (``P2POp``, ``batch_isend_irecv``),
-``all_to_all_single`` with uneven splits, and the object collectives.  Each function has
-torch's name, arguments and semantics; inside an emulated rank it runs on the emulator, otherwise
-it calls ``torch.distributed``.  ``python -m labs.dist.run`` uses them to run an unmodified
-``torch.distributed`` script on threads.
+``get_global_rank``, ``get_group_rank``, ``new_subgroups``, ``new_subgroups_by_enumeration``) and
+``monitored_barrier``; batched point-to-point, ``all_to_all_single`` and the object collectives
+are in :mod:`labs.dist.compat_ops`.  Each function has torch's name, arguments and semantics.
+On an emulated rank it runs on the emulator until ``init_process_group`` has made torch's
+default group, and from then on it is torch's own function (which reaches the rank's groups of
+the emulated backend); outside emulated ranks it is torch's.  ``python -m labs.dist.run`` uses
+them to run an unmodified ``torch.distributed`` script on threads.
 """
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
-import torch
-import torch.distributed as tdist
 from torch.distributed import distributed_c10d as dc10d
 
 from . import _emulator as _emu
-from . import _exchange as _ex
-from . import _torch_world
-from ._common import Work
+from . import _ops, _torch_world
 
 __all__ = [
     "init_process_group", "destroy_process_group", "is_available", "get_backend", "group",
     "get_process_group_ranks", "get_global_rank", "get_group_rank", "monitored_barrier",
-    "new_subgroups", "new_subgroups_by_enumeration", "P2POp", "batch_isend_irecv",
-    "all_to_all_single", "all_gather_object", "broadcast_object_list", "gather_object",
-    "scatter_object_list", "send_object_list", "recv_object_list", "all_gather_single",
-    "reduce_scatter_single",
+    "new_subgroups", "new_subgroups_by_enumeration",
 ]  # fmt: skip
 
 
@@ -74,40 +68,51 @@ def init_process_group(backend: Any = None, init_method: Any = None, timeout: An
     ctx.initialized = True
 
 
+def _torch_ready(ctx: Any) -> bool:
+    """True when this emulated rank has torch's default process group (then torch's own
+    functions answer, through the rank's tables: :mod:`labs.dist._torch_world`)."""
+    return ctx.c10d_world is not None and ctx.c10d_world.default_pg is not None
+
+
 def destroy_process_group(group: Any = None) -> None:
-    """Leave the process group (emulated: the rank's torch process groups are forgotten)."""
+    """Destroy ``group``, or every group and the default one when None (torch's semantics)."""
     ctx = _emu.current()
-    if ctx is None:
-        tdist.destroy_process_group(group)
-        return
-    if dc10d._world.default_pg is not None:
+    if ctx is None or _torch_ready(ctx):
         dc10d.destroy_process_group(group)
-    if group is None:
+    if ctx is not None and group is None:
         ctx.initialized = False
 
 
 def get_backend(group: Any = None) -> str:
-    """``"gloo"`` on emulated ranks (CPU tensors, every gloo collective)."""
-    if _emu.current() is None:
-        return tdist.get_backend(group)
+    """``"gloo"``: emulated ranks run gloo's collectives on CPU tensors (torch's own answer once
+    ``init_process_group`` made the group, :mod:`labs.dist.backend`).  A rank outside ``group``
+    gets torch's ``ValueError``."""
+    ctx = _emu.current()
+    if ctx is None or _torch_ready(ctx):
+        return dc10d.get_backend(group)
+    if group is not None and ctx.rank not in getattr(group, "index", {}):
+        raise ValueError("Invalid process group specified")
     return "gloo"
 
 
 def get_process_group_ranks(group: Any) -> list[int]:
     """Global ranks of ``group`` in group-rank order."""
     ctx = _emu.current()
-    if ctx is None:
-        return tdist.get_process_group_ranks(group)
+    if ctx is None or (_torch_ready(ctx) and group is None):
+        return dc10d.get_process_group_ranks(group)
     if group is None:
         return list(range(ctx.world.size))
-    return list(getattr(group, "_labs_group", group).ranks)
+    labs_group = getattr(group, "_labs_group", group)
+    if not hasattr(labs_group, "ranks"):  # GroupMember.NON_GROUP_MEMBER, a foreign group
+        return dc10d.get_process_group_ranks(group)
+    return list(labs_group.ranks)
 
 
 def get_global_rank(group: Any, group_rank: int) -> int:
     """Global rank of group rank ``group_rank`` of ``group``."""
     ctx = _emu.current()
-    if ctx is None:
-        return tdist.get_global_rank(group, group_rank)
+    if ctx is None or (_torch_ready(ctx) and group is not None):
+        return dc10d.get_global_rank(group, group_rank)
     ranks = get_process_group_ranks(group)
     if not 0 <= group_rank < len(ranks):
         raise ValueError(f"Group rank {group_rank} is not part of group {ranks}")
@@ -117,8 +122,8 @@ def get_global_rank(group: Any, group_rank: int) -> int:
 def get_group_rank(group: Any, global_rank: int) -> int:
     """Rank of ``global_rank`` within ``group``."""
     ctx = _emu.current()
-    if ctx is None:
-        return tdist.get_group_rank(group, global_rank)
+    if ctx is None or (_torch_ready(ctx) and group is not None):
+        return dc10d.get_group_rank(group, global_rank)
     ranks = get_process_group_ranks(group)
     if global_rank not in ranks:
         raise ValueError(f"Global rank {global_rank} is not part of group {ranks}")
@@ -126,193 +131,60 @@ def get_group_rank(group: Any, global_rank: int) -> int:
 
 
 def monitored_barrier(group: Any = None, timeout: Any = None, wait_all_ranks: bool = False):
-    """A barrier that names the missing ranks on failure (the emulator's barrier always does)."""
-    from . import barrier
-
-    if _emu.current() is None:
-        return tdist.monitored_barrier(group, timeout, wait_all_ranks)
-    return barrier(group)
+    """A barrier that names the ranks that did not arrive within ``timeout`` (gloo's
+    ``RuntimeError`` on group rank 0; the others raise too); a rank outside ``group`` warns and
+    returns.  Emulated, ranks that can never arrive are known at once: no waiting."""
+    ctx = _emu.current()
+    if ctx is None or _torch_ready(ctx):
+        return dc10d.monitored_barrier(group, timeout, wait_all_ranks)
+    return _ops.monitored_barrier(ctx, group, timeout, wait_all_ranks)
 
 
 def new_subgroups(group_size: int | None = None, group: Any = None, timeout: Any = None,
                   backend: Any = None, pg_options: Any = None, group_desc: Any = None):  # fmt: skip
-    """Split the world into consecutive groups of ``group_size`` ranks; returns
-    ``(this rank's subgroup, all subgroups)``."""
+    """Split ``group`` (the world by default) into consecutive groups of ``group_size`` ranks;
+    returns ``(this rank's subgroup, all subgroups)``, with torch's checks and messages."""
     ctx = _emu.current()
-    if ctx is None:
-        return tdist.new_subgroups(group_size, group, timeout, backend, pg_options)
-    n = ctx.world.size
-    if group_size is None or group_size <= 0 or n % group_size:
+    if ctx is None or _torch_ready(ctx):
+        return dc10d.new_subgroups(group_size, group, timeout, backend, pg_options, group_desc)
+    if group_size is None:
         raise ValueError(
-            f"rank {ctx.rank}: new_subgroups: group_size must be a positive divisor of the world "
-            f"size {n}, got {group_size!r}"
+            "Default group size only takes effect when CUDA is available.If your subgroup using "
+            "a backend that does not depend on CUDA,please pass in 'group_size' correctly."
         )
-    lists = [list(range(i, i + group_size)) for i in range(0, n, group_size)]
-    return new_subgroups_by_enumeration(lists)
+    if group_size <= 0:
+        raise ValueError(f"The arg 'group_size' ({group_size}) must be positive")
+    ranks = get_process_group_ranks(group)
+    if len(ranks) < group_size:
+        raise ValueError(
+            f"The arg 'group_size' ({group_size}) must not exceed the world size ({len(ranks)})"
+        )
+    if len(ranks) % group_size:
+        raise ValueError(f"The world size ({len(ranks)}) must be divisible by '{group_size=}'")
+    lists = [ranks[i : i + group_size] for i in range(0, len(ranks), group_size)]
+    return new_subgroups_by_enumeration(lists, timeout, backend, pg_options, group_desc)
 
 
 def new_subgroups_by_enumeration(ranks_per_subgroup_list: list[list[int]], timeout: Any = None,
                                  backend: Any = None, pg_options: Any = None,
                                  group_desc: Any = None):  # fmt: skip
-    """One group per list of ranks (disjoint); returns ``(this rank's subgroup or None, all)``."""
+    """One group per list of ranks (disjoint); returns ``(this rank's subgroup or None, all)``,
+    with torch's checks and messages."""
     from . import new_group
 
     ctx = _emu.current()
-    if ctx is None:
-        return tdist.new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout, backend,
-                                                  pg_options)  # fmt: skip
-    seen: set[int] = set()
+    if ctx is None or _torch_ready(ctx):
+        return dc10d.new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout, backend,
+                                                  pg_options, group_desc)  # fmt: skip
+    if not ranks_per_subgroup_list:
+        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
+    subgroups, mine, owner = [], None, {}
     for ranks in ranks_per_subgroup_list:
-        if seen & set(ranks):
-            raise ValueError(
-                f"rank {ctx.rank}: new_subgroups_by_enumeration: rank(s) {sorted(seen & set(ranks))} "
-                "appear in more than one subgroup; the subgroups must be disjoint"
-            )
-        seen |= set(ranks)
-    groups = [new_group(ranks) for ranks in ranks_per_subgroup_list]
-    mine = next((g for g in groups if ctx.rank in g.index), None)
-    return mine, groups
-
-
-# -- batched point to point ---------------------------------------------------------------------
-class P2POp:
-    """One operation of :func:`batch_isend_irecv`: ``op`` is ``isend`` or ``irecv`` (of
-    ``labs.dist`` or ``torch.distributed``), ``peer`` a global rank."""
-
-    def __init__(self, op: Any, tensor: Any, peer: int | None = None, group: Any = None,
-                 tag: int = 0, group_peer: int | None = None):  # fmt: skip
-        name = getattr(op, "__name__", "")
-        if name not in ("isend", "irecv"):
-            raise ValueError(
-                f"P2POp: op must be isend or irecv (of labs.dist or torch.distributed), got {op!r}"
-            )
-        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
-        self.group_peer = group_peer
-        self.kind = name
-
-
-def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Any]:
-    """Start every operation of the list; returns one work handle per operation."""
-    from . import irecv, isend
-
-    if not p2p_op_list or not all(isinstance(o, P2POp | tdist.P2POp) for o in p2p_op_list):
-        raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
-    if _emu.current() is None:
-        return tdist.batch_isend_irecv(p2p_op_list)
-    works = []
-    for o in p2p_op_list:
-        kind = getattr(o, "kind", None) or o.op.__name__
-        f = isend if kind == "isend" else irecv
-        if kind == "isend":
-            works.append(f(o.tensor, o.peer, o.group, o.tag, group_dst=o.group_peer))
-        else:
-            works.append(f(o.tensor, o.peer, o.group, o.tag, group_src=o.group_peer))
-    return works
-
-
-def all_to_all_single(output: Any, input: Any, output_split_sizes: list[int] | None = None,
-                      input_split_sizes: list[int] | None = None, group: Any = None,
-                      async_op: bool = False) -> Work | None:  # fmt: skip
-    """Split ``input`` along dim 0 (evenly, or by ``input_split_sizes``) and send part j to group
-    rank j; ``output`` receives, in rank order, the parts sent to this rank
-    (``output_split_sizes[i]`` rows from rank i).  Zero-size parts are allowed."""
-    ctx = _emu.current()
-    if ctx is None:
-        w = tdist.all_to_all_single(output, input, output_split_sizes, input_split_sizes,
-                                    group=group, async_op=async_op)  # fmt: skip
-        return Work(w.wait) if async_op else None
-    return _ex.all_to_all_single(ctx, output, input, output_split_sizes, input_split_sizes,
-                                 group, async_op)  # fmt: skip
-
-
-def all_gather_single(output_tensor: Any, input_tensor: Any, group: Any = None,
-                      async_op: bool = False) -> Work | None:  # fmt: skip
-    """torch 2.13's name for :func:`labs.dist.all_gather_into_tensor` (same semantics)."""
-    from . import all_gather_into_tensor
-
-    return all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
-
-
-def reduce_scatter_single(output: Any, input: Any, op: Any = None, group: Any = None,
-                          async_op: bool = False) -> Work | None:  # fmt: skip
-    """torch 2.13's name for :func:`labs.dist.reduce_scatter_tensor` (same semantics)."""
-    from . import ReduceOp, reduce_scatter_tensor
-
-    return reduce_scatter_tensor(output, input, ReduceOp.SUM if op is None else op, group,
-                                 async_op)  # fmt: skip
-
-
-# -- object collectives -------------------------------------------------------------------------
-def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> None:
-    """``object_list[i]`` <- a copy of group rank i's ``obj`` (objects are pickled)."""
-    ctx = _emu.current()
-    if ctx is None:
-        return tdist.all_gather_object(object_list, obj, group)
-    return _ex.all_gather_object(ctx, object_list, obj, group)
-
-
-def broadcast_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
-                          device: Any = None, group_src: int | None = None) -> None:  # fmt: skip
-    """Replace the items of ``object_list`` by copies of the src rank's items."""
-    ctx = _emu.current()
-    if ctx is None:
-        return tdist.broadcast_object_list(object_list, src, group, device, group_src=group_src)
-    return _ex.broadcast_object_list(ctx, object_list, src, group, group_src)
-
-
-def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
-                  group: Any = None, group_dst: int | None = None) -> None:  # fmt: skip
-    """On the dst rank, ``object_gather_list[i]`` <- a copy of group rank i's ``obj``."""
-    ctx = _emu.current()
-    if ctx is None:
-        return tdist.gather_object(obj, object_gather_list, dst, group, group_dst=group_dst)
-    return _ex.gather_object(ctx, obj, object_gather_list, dst, group, group_dst)
-
-
-def scatter_object_list(scatter_object_output_list: list[Any],
-                        scatter_object_input_list: list[Any] | None = None,
-                        src: int | None = None, group: Any = None,
-                        group_src: int | None = None) -> None:  # fmt: skip
-    """``scatter_object_output_list[0]`` <- a copy of the src rank's input list item [my rank]."""
-    ctx = _emu.current()
-    if ctx is None:
-        return tdist.scatter_object_list(scatter_object_output_list, scatter_object_input_list,
-                                         src, group, group_src=group_src)  # fmt: skip
-    return _ex.scatter_object_list(ctx, scatter_object_output_list, scatter_object_input_list,
-                                   src, group, group_src)  # fmt: skip
-
-
-def send_object_list(object_list: list[Any], dst: int | None = None, group: Any = None,
-                     device: Any = None, group_dst: int | None = None) -> None:  # fmt: skip
-    """Send a pickled copy of ``object_list`` to ``dst``."""
-    from . import send
-
-    ctx = _emu.current()
-    if ctx is None:
-        return tdist.send_object_list(object_list, dst, group, device, group_dst=group_dst)
-    data = _ex.object_tensor(list(object_list), ctx.rank, "send_object_list")
-    send(torch.tensor([data.numel()], dtype=torch.long), dst, group, group_dst=group_dst)
-    send(data, dst, group, group_dst=group_dst)
-    return None
-
-
-def recv_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
-                     device: Any = None, group_src: int | None = None) -> int:  # fmt: skip
-    """Fill ``object_list`` with the objects sent by ``src``; returns the sender's rank."""
-    from . import recv
-
-    ctx = _emu.current()
-    if ctx is None:
-        return tdist.recv_object_list(object_list, src, group, device, group_src=group_src)
-    size = torch.zeros(1, dtype=torch.long)
-    sender = recv(size, src, group, group_src=group_src)
-    data = torch.empty(int(size), dtype=torch.uint8)
-    recv(data, sender, group)
-    objs = pickle.loads(data.numpy().tobytes())
-    if len(objs) != len(object_list):
-        raise ValueError(
-            f"rank {ctx.rank}: recv_object_list: got {len(objs)} objects from rank {sender} but "
-            f"object_list has length {len(object_list)}"
-        )
-    object_list[:] = objs
-    return sender
+        subgroups.append(new_group(ranks))
+        for r in ranks:
+            if r in owner:
+                raise ValueError(f"Rank {r} has appeared in both subgroup {owner[r]} and {ranks}")
+            owner[r] = ranks
+            if r == ctx.rank:
+                mine = subgroups[-1]
+    return mine, subgroups

@@ -75,9 +75,12 @@ ALWAYS = ("init_process_group", "get_backend", "monitored_barrier", "P2POp", "ba
 
 
 def _torch_group_ready() -> bool:
-    """True on an emulated rank whose torch default process group exists (labs.dist.backend)."""
+    """True on an emulated rank whose torch default process group exists (labs.dist.backend),
+    and on a thread that belongs to no rank (torch's own function is then the right one)."""
     ctx = _emu.current()
-    w = getattr(ctx, "c10d_world", None)
+    if ctx is None:
+        return True
+    w = ctx.c10d_world
     return w is not None and w.default_pg is not None
 
 
@@ -89,6 +92,20 @@ def _by_state(name: str, ours, theirs):
     @functools.wraps(theirs)
     def wrapper(*args, **kwargs):
         return (theirs if _torch_group_ready() else ours)(*args, **kwargs)
+
+    wrapper.__name__ = name
+    return wrapper
+
+
+def _on_ranks(name: str, ours, theirs):
+    """``labs.dist``'s function on emulated ranks; torch's own on any other thread (a thread
+    that belongs to no rank must not reach the emulator, nor loop back through this patch)."""
+    if isinstance(theirs, type):  # P2POp: a class, and labs.dist's subclasses torch's
+        return ours
+
+    @functools.wraps(theirs)
+    def wrapper(*args, **kwargs):
+        return (ours if _emu.current() is not None else theirs)(*args, **kwargs)
 
     wrapper.__name__ = name
     return wrapper
@@ -110,6 +127,8 @@ def patched_torch_distributed() -> Iterator[None]:
                 ours = _deprecated(name, DEPRECATED[name], ours)
             if name not in ALWAYS:
                 ours = _by_state(name, ours, saved[name])
+            else:
+                ours = _on_ranks(name, ours, saved[name])
             setattr(tdist, name, ours)
         yield
     finally:

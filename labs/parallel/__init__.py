@@ -6,7 +6,8 @@
 * :mod:`labs.parallel.ulysses` -- DeepSpeed-Ulysses: all-to-all from sequence to heads;
 * :mod:`labs.parallel.moe` -- mixture of experts and expert parallelism;
 * :mod:`labs.parallel.mesh` -- an N-dimensional grid of ranks and its process groups;
-* :mod:`labs.parallel.mesh_train` -- one training step of a tiny GPT on a tp x cp x pp x dp mesh.
+* :mod:`labs.parallel.mesh_train` -- one training step of a tiny GPT on a tp x cp x pp x dp mesh;
+* :mod:`labs.parallel.on_gpus` -- a torchrun program of Part VIII on this machine's GPUs (NCCL).
 
 Every module runs on emulated ranks (:func:`labs.dist.launch`) and unchanged under torchrun.
 """

@@ -19,7 +19,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from labs.serving.app import create_app
 from labs.serving.auth import load_api_keys
-from labs.serving.engine import LLMEngine, load_checkpoint, train_tiny
+from labs.serving.checkpoint import load_checkpoint, train_tiny
+from labs.serving.cors import LOOPBACK, parse_origins
+from labs.serving.engine import LLMEngine
 from labs.serving.limits import SharedLimit, make_limiter
 
 
@@ -68,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     a = p.add_argument
     a("--host", default="127.0.0.1", help="address to bind (0.0.0.0: every interface)")
     a("--port", type=int, default=8000, help="TCP port")
-    a("--checkpoint", help="safetensors file written by labs.serving.engine.save_checkpoint")
+    a("--checkpoint", help="safetensors file written by labs.serving.checkpoint.save_checkpoint")
     a("--train-steps", type=int, default=150, help="without --checkpoint (0: untrained)")
     a("--context-length", type=_positive(int), default=128, help="tokens, of a trained model")
     a("--api-keys-file", help="one key per line (else $DLSYS_API_KEYS[_FILE])")
@@ -90,6 +92,9 @@ def parser() -> argparse.ArgumentParser:
     a("--keep-alive-timeout", type=_positive(int), default=5, help="s an idle connection stays")
     a("--max-connections", type=_positive(int), default=256, help="then 503")
     a("--shutdown-timeout", type=_positive(int), default=10, help="s to drain on SIGTERM")
+    a("--allowed-origins", default=LOOPBACK,
+      help="web pages that may call the API from a browser (CORS): comma-separated origins "
+      "(https://app.example.com), loopback (pages served from this machine), * (any), none")  # fmt: skip
     a("--docs", action="store_true", help="serve /docs and /openapi.json")
     a("--quiet", action="store_true", help="no access log")
     a("--threads", type=_positive(int), default=1, help="torch intra-op threads")
@@ -134,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.train_steps < 0:
             raise ValueError(f"--train-steps must be >= 0, got {args.train_steps}")
         device = _device(args.device)
+        origins = parse_origins(args.allowed_origins)
     except (ValueError, OSError) as err:
         p.error(str(err))
     torch.set_num_threads(args.threads)
@@ -160,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         max_body_bytes=args.max_body_bytes,
         body_timeout_s=args.body_timeout,
         docs=args.docs,
+        allowed_origins=origins,
     )
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     logging.getLogger("labs.serving.access").setLevel(

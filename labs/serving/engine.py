@@ -7,7 +7,7 @@ are free, new requests are prefilled and all running ones decode one token in on
 forward pass. Each request has its own sampling settings and seeded generator, and a request
 whose step fails is removed with its own error while the others go on::
 
-    eng = LLMEngine(train_tiny(150), max_batch=8)
+    eng = LLMEngine(checkpoint.train_tiny(150), max_batch=8)   # labs.serving.checkpoint
     req = GenRequest(eng.encode("The GPU"), max_new_tokens=8, temperature=0.7, seed=1)
     eng.generate([req])                   # in this thread; the server runs eng.start() instead
     req.text, req.finish_reason           # 'is a ...', 'length'
@@ -21,27 +21,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 import torch
 
-from labs import data, gpt
+from labs import data
 from labs.inference.batching import Request, Scheduler
 from labs.inference.engine import paged_forward
 from labs.inference.kv_cache import kv_heads
 from labs.inference.paged import PagedKVCache
 from labs.inference.sampling import sample
 from labs.serving.batcher import Overloaded  # the waiting queue is full: the server answers 503
+from labs.serving.seeding import request_generator
+from labs.serving.stopping import stop_strings, visible_text
 
-__all__ = [
-    "GREEDY_BELOW",
-    "GenRequest",
-    "Overloaded",
-    "LLMEngine",
-    "train_tiny",
-    "save_checkpoint",
-    "load_checkpoint",
-]
+__all__ = ["GREEDY_BELOW", "GenRequest", "Overloaded", "LLMEngine"]
 
 GREEDY_BELOW = 1e-5  # temperatures below this decode greedily (as vLLM does): 1/T would overflow
 
@@ -54,9 +47,14 @@ class GenRequest:
         prompt: token ids, (T,) int64 tensor or list, T >= 1.
         max_new_tokens: most tokens to generate.
         temperature: 0 (or below :data:`GREEDY_BELOW`) for greedy decoding, else the softmax
-            temperature; ``top_p``: nucleus sampling mass in (0, 1].
-        seed: seed of this request's own ``torch.Generator`` (None: a fresh random seed).
+            temperature; ``top_p``: nucleus sampling mass in [0, 1] (0: only the most likely
+            token, greedy decoding).
+        seed: any int64, the seed of this request's own generator (None: a fresh random seed;
+            see :func:`labs.serving.seeding.request_generator`).
         stop: strings that end the completion; the text returned stops before the first one.
+        eos: the model's end-of-sequence strings (the chat template's end of turn); they end the
+            completion like ``stop`` unless ``ignore_eos``. ``min_tokens``: neither ends it
+            before this many tokens (vLLM's meaning; see :mod:`labs.serving.stopping`).
         on_text: called from the engine thread with each new piece of text (held back while it
             could be the start of a stop string); ``on_finish(req)`` once at the end.
         cancelled: set it from any thread to stop the request at the next step.
@@ -70,6 +68,9 @@ class GenRequest:
     top_p: float = 1.0
     seed: int | None = 0
     stop: tuple[str, ...] = ()
+    eos: tuple[str, ...] = ()
+    ignore_eos: bool = False
+    min_tokens: int = 0
     on_text: Callable[[str], None] | None = None
     on_finish: Callable[[GenRequest], None] | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -78,54 +79,6 @@ class GenRequest:
     finish_reason: str | None = None
     error: str | None = None
     sent: int = 0  # characters of text handed to on_text so far
-
-
-def train_tiny(steps: int = 150, seed: int = 0, block_size: int = 64) -> gpt.GPT:
-    """Train the tiny GPT of :mod:`labs.gpt` for ``steps`` steps (seeded; seconds on a CPU)."""
-    cfg = gpt.GPTConfig(block_size=block_size, seed=seed)
-    model, _ = gpt.pretrain(cfg, steps=steps, batch_size=16, seed=seed)
-    return model.eval()
-
-
-def save_checkpoint(model: gpt.GPT, path: str | Path) -> Path:
-    """Write the weights (safetensors) and the config (JSON) next to each other; return ``path``."""
-    import dataclasses
-    import json
-
-    from safetensors.torch import save_model
-
-    path = Path(path)
-    save_model(model, str(path))
-    path.with_suffix(".json").write_text(json.dumps(dataclasses.asdict(model.config)))
-    return path
-
-
-def load_checkpoint(path: str | Path) -> gpt.GPT:
-    """Inverse of :func:`save_checkpoint`."""
-    import json
-
-    from safetensors.torch import load_model
-
-    path = Path(path)
-    cfg_path = path.with_suffix(".json")
-    if not path.exists() or not cfg_path.exists():
-        raise FileNotFoundError(
-            f"load_checkpoint: expected {path.name} and {cfg_path.name} (written by "
-            "save_checkpoint); one of them is missing"
-        )
-    model = gpt.GPT(gpt.GPTConfig(**json.loads(cfg_path.read_text())))
-    load_model(model, str(path))
-    return model.eval()
-
-
-def _visible(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
-    """(text that may be shown, whether a stop string occurred). Text that could still become
-    a stop string is held back; at a stop the text ends before it."""
-    hits = [i for s in stop if (i := text.find(s)) >= 0]
-    if hits:
-        return text[: min(hits)], True
-    held = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
-    return text[: len(text) - held], False
 
 
 class LLMEngine:
@@ -179,7 +132,14 @@ class LLMEngine:
 
     @property
     def running(self) -> int:
+        """Requests in the running batch."""
         return len(self.scheduler.running)
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of the KV cache's blocks in use, 0 to 1 (vLLM's ``kv_cache_usage_perc``)."""
+        manager = self.cache.manager
+        return 1.0 - manager.num_free / manager.num_blocks
 
     def submit(self, req: GenRequest) -> None:
         """Queue ``req``; :class:`Overloaded` when ``max_waiting`` requests wait already,
@@ -189,6 +149,9 @@ class LLMEngine:
         if n < 1 or req.max_new_tokens < 1 or n + req.max_new_tokens > self.context_length:
             raise ValueError(f"a {n}-token prompt plus {req.max_new_tokens} new tokens; need "
                              f">= 1 of each and at most {self.context_length} in all")  # fmt: skip
+        if not 0 <= req.min_tokens <= req.max_new_tokens:
+            raise ValueError(f"min_tokens={req.min_tokens}: need 0 <= min_tokens <= "
+                             f"max_new_tokens={req.max_new_tokens}")  # fmt: skip
         with self._lock:
             if self._stopping:
                 raise Overloaded("the engine is shutting down")
@@ -242,9 +205,7 @@ class LLMEngine:
             incoming, self._incoming = self._incoming, []
         for req in incoming:
             inner = Request(next(self._ids), 0.0, list(map(int, req.prompt)), req.max_new_tokens)
-            gen = torch.Generator(device=self.device)
-            gen.manual_seed(req.seed) if req.seed is not None else gen.seed()
-            self._live[inner.rid] = (req, inner, gen)
+            self._live[inner.rid] = (req, inner, request_generator(req.seed, self.device))
             self.scheduler.add(inner)
         for req, inner, _ in list(self._live.values()):
             if req.cancelled.is_set() or self._stopping:
@@ -275,9 +236,10 @@ class LLMEngine:
         for row, inner in enumerate(reqs):
             req, _, gen = self._live[inner.rid]
             try:
-                greedy = req.temperature < GREEDY_BELOW
-                tok = sample(logits[row, -1:], 0.0 if greedy else req.temperature,
-                             top_p=req.top_p, generator=gen)  # fmt: skip
+                if req.temperature < GREEDY_BELOW or req.top_p == 0:  # greedy
+                    tok = sample(logits[row, -1:], 0.0)
+                else:
+                    tok = sample(logits[row, -1:], req.temperature, top_p=req.top_p, generator=gen)
                 self._emit(inner, int(tok[0]))
             except Exception as err:  # this request alone fails; its neighbours go on
                 self._finish(inner, "error", err)
@@ -288,7 +250,9 @@ class LLMEngine:
         inner.generated.append(tok)
         req.output.append(tok)
         self.tokens += 1
-        shown, stopped = _visible(self.decode(req.output), req.stop)
+        after = len(self.decode(req.output[: req.min_tokens])) if req.min_tokens else 0
+        stops = stop_strings(req.stop, req.eos, req.ignore_eos)
+        shown, stopped = visible_text(self.decode(req.output), stops, after)
         if inner.done and not stopped:
             shown = self.decode(req.output)
         if len(shown) > req.sent and req.on_text is not None:

@@ -5,8 +5,11 @@ For ``/v1/*`` it checks, in order: the API key (401), the rate limits of that ke
 of a POST (415) and its declared ``Content-Length`` (413). A route that still raises is answered
 with a JSON 500 that shows no internals. Every response, whatever produced it, is counted in
 ``llm_requests_total{endpoint, status}`` and written as one JSON line to the access log
-(``labs.serving.access``): method, path, status, milliseconds, client address, and the key's
-fingerprint -- never the key, never the prompt.
+(``labs.serving.access``): method, path, status, milliseconds, client address, the key's
+fingerprint -- never the key, never the prompt -- and the request id. Every response carries
+that id in ``X-Request-Id``, as OpenAI's API does (its clients show it in errors): the client's
+own ``X-Request-Id`` when it sent a plain one (letters, digits, ``._:-``, at most 128), else a
+new ``req_<32 hex digits>``, so one id follows a request from the client to this log.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ import asyncio
 import json
 import logging
 import math
+import re
 import time
+import uuid
 
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect, Request
 
 from labs.serving.auth import fingerprint, is_valid_key, key_from_headers
-from labs.serving.protocol import APIError
+from labs.serving.errors import APIError
 
-__all__ = ["Gate", "ENDPOINTS", "send_error"]
+__all__ = ["Gate", "ENDPOINTS", "endpoint_label", "request_id", "send_error", "read_body"]
 
 ENDPOINTS = {
     "/v1/completions",
@@ -34,6 +40,20 @@ ENDPOINTS = {
     "/metrics",
 }
 access_log = logging.getLogger("labs.serving.access")
+_PLAIN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def request_id(headers: Headers) -> str:
+    """The client's ``X-Request-Id`` when it is a plain one, else a new ``req_<hex>``."""
+    given = headers.get("x-request-id", "")
+    return given if _PLAIN_ID.fullmatch(given) else "req_" + uuid.uuid4().hex
+
+
+def endpoint_label(path: str) -> str:
+    """The ``endpoint`` label of a path: one of :data:`ENDPOINTS`, or ``other`` (bounded)."""
+    if path.startswith("/v1/models/"):
+        return "/v1/models/{model}"
+    return path if path in ENDPOINTS else "other"
 
 
 async def send_error(send, err: APIError) -> None:
@@ -101,11 +121,13 @@ class Gate:
             return await self.app(scope, receive, send)
         t0, path = time.perf_counter(), scope["path"]
         headers = Headers(scope=scope)
-        state = {"status": 0, "key": None}
+        state = {"status": 0, "key": None, "id": request_id(headers)}
 
         async def send_watch(message):
             if message["type"] == "http.response.start":
                 state["status"] = message["status"]
+                message["headers"] = [*message.get("headers", []),
+                                      (b"x-request-id", state["id"].encode())]  # fmt: skip
             await send(message)
 
         try:
@@ -122,11 +144,31 @@ class Gate:
                 await send_error(send_watch, APIError(500, "internal error", "server_error"))
         finally:
             status = state["status"] or 499  # 499: the client left before any response
-            endpoint = path if path in ENDPOINTS else "other"
+            endpoint = endpoint_label(path)
             self.metrics.requests.labels(endpoint, str(status)).inc()
             if access_log.isEnabledFor(logging.INFO):
                 client = scope.get("client") or ("?", 0)
                 line = {"method": scope["method"], "path": endpoint, "status": status,
                         "ms": round((time.perf_counter() - t0) * 1e3, 1), "client": client[0],
-                        "key": fingerprint(state["key"])}  # fmt: skip
+                        "key": fingerprint(state["key"]), "request_id": state["id"]}  # fmt: skip
                 access_log.info(json.dumps(line))
+
+
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The body, at most ``limit`` bytes (413), each chunk within ``timeout_s`` seconds (408)."""
+    parts, n = [], 0
+    stream = request.stream().__aiter__()
+    while True:
+        try:
+            part = await asyncio.wait_for(stream.__anext__(), timeout_s)
+        except StopAsyncIteration:
+            return b"".join(parts)
+        except TimeoutError:
+            raise APIError(408, f"request body not received within {timeout_s} s",
+                           code="timeout") from None  # fmt: skip
+        except ClientDisconnect:
+            raise APIError(400, "client disconnected while sending the body") from None
+        n += len(part)
+        if n > limit:
+            raise APIError(413, f"request body over {limit} bytes", code="request_too_large")
+        parts.append(part)

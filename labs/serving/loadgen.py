@@ -53,7 +53,11 @@ async def run_load_async(
     body: dict | None = None,
     seed: int = 0,
 ) -> list[Result]:
-    """Send ``n_requests`` at Poisson arrivals of ``rate`` requests/s, ``concurrency`` in flight."""
+    """Send ``n_requests`` at Poisson arrivals of ``rate`` requests/s, ``concurrency`` in flight.
+
+    ``rate=math.inf`` sends them all at once, so that exactly ``concurrency`` are in flight until
+    the last ones: a closed loop, like guidellm's ``concurrent`` profile.
+    """
     body = body or {"prompt": "The GPU ", "max_tokens": 16, "temperature": 0}
     rng = random.Random(seed)
     sem = asyncio.Semaphore(concurrency)

@@ -45,6 +45,11 @@ class ServiceMetrics:
             "llm_queue_depth", "Requests waiting to join the batch", registry=r
         )
         self.active = Gauge("llm_active_generations", "Requests in the running batch", registry=r)
+        self.kv_usage = Gauge(
+            "llm_kv_cache_usage_perc",
+            "Fraction of the KV cache's blocks in use, 0 to 1 (vLLM's vllm:kv_cache_usage_perc)",
+            registry=r,
+        )
         self.tokens = Counter("llm_generated_tokens", "Tokens generated", registry=r)
         self.finished = Counter(
             "llm_generations",

@@ -16,11 +16,13 @@ in NVIDIA's CUDA C++ Programming Guide (table "Technical Specifications per Comp
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
+
+from labs.basics import flops
 
 __all__ = [
     "SMLimits",
@@ -89,25 +91,37 @@ def occupancy(
 
 
 def time_call(fn: Callable[[], object]) -> float:
-    """Wall-clock seconds of one call of ``fn`` (the default timer of :func:`copy_bandwidth`)."""
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    """Wall-clock seconds of one call of ``fn`` (the default timer of :func:`copy_bandwidth`):
+    :func:`labs.basics.flops.time_once` on the CPU."""
+    return flops.time_once(fn)
 
 
-def copy_bandwidth(nbytes: int, repeats: int = 5, timer: Callable = time_call) -> float:
+def copy_bandwidth(
+    nbytes: int,
+    repeats: int = 5,
+    timer: Callable | None = None,
+    device: torch.device | str = "cpu",
+) -> float:
     """Bytes per second of ``dst.copy_(src)`` for float32 tensors of ``nbytes // 4`` elements.
 
     A copy reads and writes every byte, so it moves ``2 * src.nbytes`` (which is ``nbytes``
     rounded down to a multiple of 4). Returns that over the *fastest* of ``repeats`` calls of
     ``timer(copy)``, after one untimed warm-up copy: the minimum is the run least disturbed by
-    other work. ``timer`` takes a callable and returns seconds.
+    other work. ``timer`` takes a callable and returns seconds; by default
+    :func:`labs.basics.flops.time_once` on ``device`` (CUDA events on a GPU, where the tensors
+    are made from the same CPU numbers).
     """
     if nbytes < 4 or repeats < 1:
         raise ValueError(
             f"copy_bandwidth: need nbytes >= 4 and repeats >= 1, got {nbytes}, {repeats}"
         )
-    src = torch.rand(nbytes // 4, generator=torch.Generator().manual_seed(0))
+    if timer is None:
+        timer = (
+            time_call
+            if torch.device(device).type == "cpu"
+            else partial(flops.time_once, device=device)
+        )
+    src = torch.rand(nbytes // 4, generator=torch.Generator().manual_seed(0)).to(device)
     dst = torch.empty_like(src)
     dst.copy_(src)  # warm-up: page in both tensors
     best = min(timer(lambda: dst.copy_(src)) for _ in range(repeats))

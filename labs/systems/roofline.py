@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -40,45 +39,50 @@ __all__ = [
 
 
 def peak_matmul_flops(
-    sizes=(256, 512, 1024), dtype: torch.dtype = torch.float32, device: str = "cpu"
+    sizes=(256, 512, 1024),
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
 ) -> float:
     """Best achieved FLOP/s of square ``n x n`` products over ``sizes``: the compute roof.
 
     A vendor's peak is an upper bound that large, well-shaped products approach; the measured
-    value is what *this* machine delivers through PyTorch.
+    value is what *this* machine delivers through PyTorch. On a GPU pass sizes of several
+    thousand (small products cannot fill its SMs) and choose TF32 for float32 products with
+    ``torch.backends.cuda.matmul.allow_tf32`` (:func:`labs.systems.gpu_probe.matmul_peaks`).
     """
     return max(t.flop_per_s for t in flops.sweep(list(sizes), dtype=dtype, device=device))
 
 
 def stream_bandwidth(
-    n_bytes: int = 64 * 2**20, device: str = "cpu", repeats: int = 5, seed: int = 0
+    n_bytes: int = 64 * 2**20, device: torch.device | str = "cpu", repeats: int = 5, seed: int = 0
 ) -> float:
     """Achieved main-memory bandwidth in byte/s of a large copy, ``dst.copy_(src)``.
 
     A copy reads ``n_bytes`` and writes ``n_bytes``, so it moves ``2 * n_bytes``.  Pick
     ``n_bytes`` well above the last-level cache (tens of MiB on a laptop CPU, more than the
-    L2 size on a GPU) or the caches, not memory, are measured.
+    L2 size on a GPU: 50 MiB on an H100) or the caches, not memory, are measured.  Timed by
+    :func:`labs.basics.flops.time_fn` on ``device`` (CUDA events on a GPU).
     """
     if n_bytes < 4:
         raise ValueError(f"stream_bandwidth: n_bytes must be at least 4, got {n_bytes}")
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.rand(n_bytes // 4, generator=gen).to(device)
+    gen = torch.Generator(device).manual_seed(seed)
+    src = torch.rand(n_bytes // 4, generator=gen, device=device)
     dst = torch.empty_like(src)
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-
-    def copy() -> None:
-        dst.copy_(src)
-        sync()
-
-    return 2 * src.numel() * 4 / flops.time_fn(copy, warmup=1, repeats=repeats)
+    seconds = flops.time_fn(lambda: dst.copy_(src), warmup=1, repeats=repeats, device=device)
+    return 2 * src.numel() * 4 / seconds
 
 
-def compare_times(fns: dict[str, Callable[[], object]], repeats: int = 5) -> dict[str, float]:
+def compare_times(
+    fns: dict[str, Callable[[], object]],
+    repeats: int = 5,
+    device: torch.device | str | None = None,
+) -> dict[str, float]:
     """Best-of-``repeats`` seconds of each function, measured in interleaved rounds.
 
     Running the candidates in turn, round after round, exposes them to the same background load;
     the minimum discards rounds a busy machine slowed down.  Use it to compare, not to report
-    absolute speeds.  On CUDA, each function must synchronise.
+    absolute speeds.  Each call is timed by :func:`labs.basics.flops.time_once` on ``device``
+    (CUDA events on a GPU; the wall clock on the CPU or when ``device`` is ``None``).
     """
     if repeats < 1:
         raise ValueError(f"compare_times: repeats must be >= 1, got {repeats}")
@@ -87,9 +91,7 @@ def compare_times(fns: dict[str, Callable[[], object]], repeats: int = 5) -> dic
     best = {name: float("inf") for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], flops.time_once(fn, device))
     return best
 
 

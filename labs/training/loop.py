@@ -12,6 +12,7 @@ with a ``loss_fn``::
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator
 
@@ -33,6 +34,8 @@ def train(
     optimizer: torch.optim.Optimizer | None = None,
     loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     callback: Callable[[int, float], None] | None = None,
+    autocast: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> list[float]:
     """Train ``model`` for ``steps`` steps of AdamW on the parameters that require gradients.
 
@@ -47,6 +50,10 @@ def train(
         optimizer: use this optimizer instead of a fresh AdamW (its learning rate is scheduled).
         loss_fn: ``loss_fn(model, x, y) -> scalar``; default ``model.loss(x, y)``.
         callback: called as ``callback(step, loss)`` after every step.
+        autocast: run the forward pass under ``torch.autocast`` in this dtype (``float16`` or
+            ``bfloat16``: mixed precision; weights and optimizer state stay as they are).
+        scaler: a ``torch.amp.GradScaler`` (fp16): scales the loss, unscales the gradients
+            before clipping, skips steps whose gradients overflow, adapts its scale.
 
     Returns:
         The training loss of every step (floats, in nats per token).
@@ -72,12 +79,21 @@ def train(
         x, y = (t.to(device) for t in next(it))  # batches are built on the CPU
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
-        loss = loss_fn(model, x, y)
+        with torch.autocast(device.type, autocast) if autocast else contextlib.nullcontext():
+            loss = loss_fn(model, x, y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if scaler is None:
+            loss.backward()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
         if grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        optimizer.step()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
         losses.append(float(loss.detach()))
         if callback is not None:
             callback(step, losses[-1])

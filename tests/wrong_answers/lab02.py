@@ -70,7 +70,7 @@ WRONG = [
     Wrong(
         5,
         "measured time in milliseconds",
-        old="measured_s = time_fn(lambda: a @ b, warmup=1, repeats=3)",
-        new="measured_s = 1e3 * time_fn(lambda: a @ b, warmup=1, repeats=3)",
+        old="measured_s = time_fn(lambda: (a @ b, device_lib.synchronize(dev)), warmup=1, repeats=3)",
+        new="measured_s = 1e3 * time_fn(lambda: (a @ b, device_lib.synchronize(dev)), warmup=1, repeats=3)",
     ),
 ]

@@ -61,8 +61,8 @@ WRONG = [
     Wrong(
         3,
         "positions hard-coded for sequence length 64",
-        old="pos = torch.arange(idx.shape[1])",
-        new="pos = torch.arange(64)",
+        old="pos = torch.arange(idx.shape[1], device=idx.device)",
+        new="pos = torch.arange(64, device=idx.device)",
     ),
     Wrong(
         2,
@@ -86,7 +86,7 @@ WRONG = [
         3,
         "checkpoints every other block only",
         block="""
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)
         x = model.tok_emb(idx) + model.pos_emb(pos)
         for k, block in enumerate(model.blocks):
             x = checkpoint(block, x, use_reentrant=False) if k % 2 == 0 else block(x)

@@ -59,8 +59,8 @@ WRONG = [
     Wrong(
         3,
         "running max starts at 0 (right only for positive scores)",
-        old="m = torch.full((rows,), -math.inf, dtype=q.dtype)",
-        new="m = torch.zeros(rows, dtype=q.dtype)",
+        old="m = torch.full((rows,), -math.inf, dtype=q.dtype, device=q.device)",
+        new="m = torch.zeros(rows, dtype=q.dtype, device=q.device)",
     ),
     Wrong(
         3,
@@ -102,8 +102,8 @@ WRONG = [
     Wrong(
         4,
         "running max starts at 0",
-        old="m = torch.full((qe - qs,), -math.inf, dtype=q.dtype)",
-        new="m = torch.zeros(qe - qs, dtype=q.dtype)",
+        old="m = torch.full((qe - qs,), -math.inf, dtype=q.dtype, device=q.device)",
+        new="m = torch.zeros(qe - qs, dtype=q.dtype, device=q.device)",
     ),
     Wrong(
         5,
@@ -173,8 +173,8 @@ WRONG = [
     Wrong(
         3,
         "o and lse allocated in the default float32 whatever the inputs' dtype",
-        old="o = torch.empty(n_q, v.shape[1], dtype=q.dtype)\n    lse = torch.empty(n_q, dtype=q.dtype)",
-        new="o = torch.empty(n_q, v.shape[1])\n    lse = torch.empty(n_q)",
+        old="o = torch.empty(n_q, v.shape[1], dtype=q.dtype, device=q.device)\n    lse = torch.empty(n_q, dtype=q.dtype, device=q.device)",
+        new="o = torch.empty(n_q, v.shape[1], device=q.device)\n    lse = torch.empty(n_q, device=q.device)",
     ),
     Wrong(
         3,

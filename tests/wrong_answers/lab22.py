@@ -174,7 +174,7 @@ return (q * scale).reshape(in_f, out_f).T
     Wrong(
         6,
         "no dampening",
-        old="    H += damp * H.diagonal().mean() * torch.eye(H.shape[0], dtype=H.dtype)\n",
+        old="    H += damp * H.diagonal().mean() * torch.eye(H.shape[0], dtype=H.dtype, device=H.device)\n",
         new="",
     ),
     Wrong(

@@ -22,6 +22,8 @@ This package's ``__init__`` gathers the public names; the pieces live in
 
 DualPipe and DualPipeV (Chapter 18) live in :mod:`labs.parallel.pipeline.dualpipe`, the executor on emulated ranks
 in :mod:`labs.parallel.pipeline.execute`; both produce and consume the same :class:`Schedule` objects.
+PyTorch's own schedules (``torch.distributed.pipelining``) run on the same stages, on emulated
+ranks, with :mod:`labs.parallel.pipeline.torch_schedules`.
 """
 
 from __future__ import annotations
