@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from labs.course import release
-from labs.course.key import compare, load_key, source_hash
+from labs.course.key import build_key, compare, load_key, source_hash
 from labs.course.notebooks import NotebookError, parse_lab, student_version
 from labs.course.points import key_points
 from labs.course.setup_cell import setup_cell_source
@@ -228,7 +228,11 @@ def test_the_key_holds_each_exercises_points(tmp_path):
     assert key_points(key) == {1: 1, 2: 2.5}
     del key["exercises"]["2"]["points"]  # a key written before points existed: 1 each
     assert key_points(key) == {1: 1, 2: 1}
-    assert set(key["exercises"]["1"]) == {"what", "checks", "references", "points"}
+    plain = build_key(parse_lab(tmp_path / "labs" / "lab99-demo.ipynb"))  # without points
+    assert set(key["exercises"]["1"]) == set(plain["exercises"]["1"]) | {"points"}
+    assert {k: v for k, v in key.items() if k != "exercises"} == {
+        k: v for k, v in plain.items() if k != "exercises"
+    }
 
 
 @pytest.mark.parametrize(
