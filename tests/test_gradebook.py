@@ -164,6 +164,9 @@ def test_two_shards_merge_into_the_unsharded_gradebook_byte_for_byte(graded_clas
     assert (tmp / "merged.csv").read_bytes() == (tmp / "gradebook.csv").read_bytes()
     assert (tmp / "merged-canvas.csv").read_bytes() == (tmp / "canvas.csv").read_bytes()
     assert (tmp / "merged-moodle.csv").read_bytes() == (tmp / "moodle.csv").read_bytes()
+    partial = grade(*CLASS_ARGS(tmp, cls, key), "--shard", "1/2", "--roster", tmp / "roster.csv",
+                    "--export", "canvas", tmp / "x.csv", cwd=tmp)  # fmt: skip
+    assert partial.returncode == 2 and "export from the merged shards" in partial.stderr
     again = grade("merge", shards[0], cwd=tmp)
     assert again.returncode == 2 and "missing shard(s) 2/2" in again.stderr
     twice = grade("merge", shards[0], shards[0], shards[1], cwd=tmp)

@@ -38,6 +38,7 @@ never guesses who a row is. Rostered students without any submission are left ou
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def read_roster(path: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
         raise RosterError(f"--roster {path}: cannot read it ({err})") from err
-    reader = csv.reader(text.splitlines())
+    reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if not header:
         raise RosterError(f"--roster {path}: empty; the first line names the columns")

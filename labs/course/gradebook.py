@@ -244,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.shard is not None:
         if args.class_dir is None or args.submissions:
             problem = problem or "--shard K/N slices a class: use it with --class DIR alone"
+        elif args.export:
+            problem = problem or (
+                "--export with --shard would export one slice: export from the merged shards "
+                "(labs-grade merge SHARD.json ... --roster R --export ...)"
+            )
         else:
             try:
                 shard = shards.parse_shard(args.shard)
