@@ -9,7 +9,7 @@ import numpy as np
 
 from labs.course.decode import NotPlain, decode
 from labs.course.grade import grade_notebooks
-from labs.course.gradebook import rows
+from labs.course.gradefile import rows
 from labs.course.rewrite import rewrite
 from labs.course.verdict import judge
 from notebook_factory import cell, good_lab, write, write_lab_and_key

@@ -24,7 +24,6 @@ import pytest
 from attacks.forger import forger_cell
 
 from conftest import LABS, STUDENT
-from labs.course.grade import grade_notebooks
 from labs.course.key import check_cells_of
 from labs.course.notebooks import parse_lab
 
@@ -57,10 +56,11 @@ def _forged(lab: Path, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")  # not module: see test_book.built_book
-def graded(request, tmp_path_factory):
+def graded(request, tmp_path_factory, graded_labs):
     """Every selected solution, student and forged notebook, graded in one class run, two at a
     time: one run shares each lab's reference run (the key's solution, run once in a trusted
-    kernel) between them."""
+    kernel) between them, and ``graded_labs`` (tests/conftest.py) shares the results with any
+    other module or worker that grades the same notebooks."""
     chosen = {kind: _selected_labs(request, test) for kind, test in TESTS.items()}
     folder = tmp_path_factory.mktemp("forged")
     forged = {lab.name: _forged(lab, folder) for lab in chosen["forged"]}
@@ -69,7 +69,7 @@ def graded(request, tmp_path_factory):
         *(STUDENT / p.name for p in chosen["student"]),
         *forged.values(),
     ]
-    results = {r.notebook: r for r in grade_notebooks(paths, jobs=2)} if paths else {}
+    results = graded_labs(paths) if paths else {}
     return results, forged
 
 

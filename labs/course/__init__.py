@@ -21,5 +21,10 @@ namespaces, :mod:`labs.course.seccomp` confines (no capabilities, a system-call 
 removes a kernel's folder however deep; :mod:`labs.course.decode` and :mod:`labs.course.verdict`
 read the values back and compare them in the grader; :mod:`labs.course.results` what it found;
 :mod:`labs.course.gradebook` the command line and class mode; :mod:`labs.course.wrong_answers`
-proves that checks reject plausible wrong answers.
+proves that checks reject plausible wrong answers.  For courses: :mod:`labs.course.points` what
+each exercise is worth; :mod:`labs.course.feedback` the one escaping function for everything
+printed or written; :mod:`labs.course.report` the table and summary;
+:mod:`labs.course.gradefile` the CSV and JSON gradebooks; :mod:`labs.course.exports` Canvas and
+Moodle imports; :mod:`labs.course.shards` a class on many machines; :mod:`labs.course.bundle`
+and :mod:`labs.course.gradescope` Gradescope's autograder.
 """
