@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labs.course.notebooks import REPO_ROOT, LabInfo, NotebookError
+from labs.course.notebooks import REPO_ROOT, LabInfo, NotebookError, is_guard_cell
 
 __all__ = [
     "KEY_DIR",
@@ -272,7 +272,8 @@ def plan(nb: Any, key: dict[str, Any], checks: dict[int, list[int]]) -> list[Ste
     its code cells in order, the key's check in place of each intact check cell, that exercise's
     graded variants right after its last one; check cells of tampered exercises are not run, nor
     cells tagged ``uses-references`` (they show a reference implementation at work, which the
-    submission's kernel does not have)."""
+    submission's kernel does not have), nor the prose's guard cells (hidden asserts on the book's
+    own run, which a student's copy does not hold)."""
     at = {i: (num, k) for num, cells in checks.items() for k, i in enumerate(cells)}
     steps = []
     for index, cell in enumerate(nb.cells):
@@ -280,7 +281,11 @@ def plan(nb: Any, key: dict[str, Any], checks: dict[int, list[int]]) -> list[Ste
             continue
         if index not in at:
             tags = [str(t) for t in cell.get("metadata", {}).get("tags", []) or []]
-            if not any(_CHECK_TAG.match(t) for t in tags) and USES_REFERENCES not in tags:
+            if (
+                not any(_CHECK_TAG.match(t) for t in tags)
+                and USES_REFERENCES not in tags
+                and not is_guard_cell(cell)
+            ):
                 steps.append(Step(index, cell.get("source", "")))
             continue
         num, k = at[index]

@@ -119,6 +119,7 @@ class _Kernel:
         from jupyter_client.manager import start_new_kernel
 
         self.km, self.kc = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+        self.timed_out = False  # a cell ran past its deadline: the kernel's state is unknown
 
     def run(self, source: str, timeout: float) -> str | None:
         errors: list[str] = []
@@ -133,6 +134,7 @@ class _Kernel:
             )
         except (TimeoutError, queue.Empty):
             self.km.interrupt_kernel()
+            self.timed_out = True
             return f"timeout after {timeout:.0f} s"
         if reply["content"]["status"] != "ok":
             return errors[0].splitlines()[0] if errors else reply["content"].get("ename", "error")
@@ -176,6 +178,13 @@ def check_wrong_answers(
                     invalid = f"the wrong answer itself raises in cell {i}: {err}"
                 if err and i in checks and not failed:
                     failed = err
+                if kernel.timed_out:  # its state is unknown: the later cells tell nothing
+                    failed = failed or f"cell {i} (after the wrong answer): {err}"
+                    break
+            if kernel.timed_out:  # a hung wrong answer: a fresh kernel, the solution up to here
+                kernel.close()
+                kernel = _Kernel(info.path.parent)
+                span = [i for i in range(max(span) + 1) if cells[i].cell_type == "code"]
             for i in span:  # restore the solution's state for the next wrong answer
                 if err := kernel.run(cells[i].source, timeout):
                     raise RuntimeError(
