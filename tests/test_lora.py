@@ -8,6 +8,7 @@ import torch
 
 from labs import gpt
 from labs.peft import lora, nf4
+from labs.training.activations import SavedTensorLedger
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 peft = pytest.importorskip("peft")
@@ -155,6 +156,21 @@ def test_qlora_model_quantizes_every_linear_and_trains():
     batches = iter([(x, y)] * 10)
     losses = gpt.train(model, batches, 10, lr=1e-2)
     assert losses[-1] < losses[0] - 0.1
+
+
+def test_qlora_saves_the_same_activations_as_lora():
+    """NF4 layers dequantize again in backward, so a QLoRA model keeps exactly LoRA's activations
+    (a layer that let autograd keep its dequantized weight would add a float copy per layer)."""
+    saved = {}
+    for quantize in (False, True):
+        torch.manual_seed(0)
+        model = lora.apply_lora(gpt.GPT(CFG), TARGETS, r=4, alpha=8, quantize=quantize)
+        ledger = SavedTensorLedger(exclude=model.parameters())
+        with ledger:
+            loss = model.loss(*_batch())
+        loss.backward()
+        saved[quantize] = ledger.total_bytes
+    assert saved[True] == saved[False] > 0
 
 
 def test_memory_footprint_counts_actual_tensors():

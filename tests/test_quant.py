@@ -2,9 +2,11 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from labs import gpt
 from labs.peft import codes, nf4
+from labs.training.activations import SavedTensorLedger
 
 bnbf = pytest.importorskip("bitsandbytes.functional")
 
@@ -114,6 +116,35 @@ def test_nf4_linear_and_quantize_linears():
     names = [n for n, m in model.named_modules() if isinstance(m, nf4.NF4Linear)]
     assert len(names) == 6 and "lm_head" not in names
     assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 96)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [True, False])
+def test_nf4_linear_recomputes_the_weight_in_backward(dtype, bias):
+    """Outputs and input gradients are those of F.linear on the dequantized weight, bit for bit,
+    but autograd keeps no float copy of the weight: only the 4-bit codes (as bitsandbytes)."""
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(128, 64, bias=bias)
+    layer = nf4.NF4Linear.from_linear(lin, compute_dtype=dtype)
+    b = None if lin.bias is None else lin.bias.detach().to(dtype)
+    for shape in [(5, 128), (2, 3, 128)]:
+        x = torch.randn(*shape, requires_grad=True)
+        ledger = SavedTensorLedger()
+        with ledger:
+            y = layer(x)
+        assert ledger.records == []  # the naive F.linear would save the (64, 128) weight
+        x_ref = x.detach().clone().requires_grad_()
+        with SavedTensorLedger() as naive:
+            y_ref = F.linear(x_ref.to(dtype), layer.qweight.dequantize(dtype), b).float()
+        assert [r[2] for r in naive.records] == [64 * 128 * dtype.itemsize]  # the weight
+        assert y.dtype == torch.float32 and torch.equal(y, y_ref)
+        grad = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, grad)
+        (gx_ref,) = torch.autograd.grad(y_ref, x_ref, grad)
+        assert torch.equal(gx, gx_ref)
+    with torch.no_grad():
+        assert torch.equal(layer(x), y_ref.detach())
+    assert layer(x.detach()).grad_fn is None  # nothing to differentiate: no graph
 
 
 def test_code_table_helpers():

@@ -173,11 +173,35 @@ def nf4_quantize(
     )
 
 
+class _NF4Matmul(torch.autograd.Function):
+    """``x @ dequantize(W).T + b`` that keeps only the NF4 tensor for backward.
+
+    Left to autograd, ``F.linear`` would save its dequantized weight operand until backward, a
+    full-precision copy of every frozen weight. Like bitsandbytes' ``MatMul4Bit``, this keeps a
+    reference to the 4-bit codes and scales (the layer's buffers, no copy) and dequantizes again
+    in backward. Weight and bias are frozen: only ``x`` gets a gradient, ``grad @ W``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, qweight: NF4Tensor, bias, dtype):
+        ctx.qweight, ctx.dtype = qweight, dtype
+        return F.linear(x, qweight.dequantize(dtype), bias)  # the weight is freed right after
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        if not ctx.needs_input_grad[0]:
+            return None, None, None, None
+        return grad_out @ ctx.qweight.dequantize(ctx.dtype), None, None, None
+
+
 class NF4Linear(nn.Module):
     """A frozen linear layer whose weight is stored in NF4 and dequantized in every forward.
 
     ``y = x @ dequantize(W).T + b``, computed in ``compute_dtype`` (float32 or bfloat16) and
     returned in the dtype of ``x``. Nothing here is trainable: QLoRA trains an adapter beside it.
+    The dequantized weight lives only for one matmul: backward dequantizes it again to pass the
+    gradient to ``x`` (see ``_NF4Matmul``), so autograd keeps 4-bit codes, not a float copy.
     """
 
     def __init__(self, qweight: NF4Tensor, bias: torch.Tensor | None, compute_dtype=torch.float32):
@@ -227,7 +251,8 @@ class NF4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(self.compute_dtype)
-        return F.linear(x.to(self.compute_dtype), self.weight, bias).to(x.dtype)
+        y = _NF4Matmul.apply(x.to(self.compute_dtype), self.qweight, bias, self.compute_dtype)
+        return y.to(x.dtype)
 
     def extra_repr(self) -> str:
         q = self.qweight
