@@ -13,7 +13,7 @@ Triton attention tests) run in one pytest process beside the pages. The report g
 (default ``gpu-check/``): ``report.json`` and ``report.md`` with the device, the driver, torch,
 CUDA and Triton versions, and PASS/FAIL with seconds for each page and each test.
 ``--publish`` also copies ``report.md`` to ``book/appendix/gpu-report.txt``, which the appendix
-("Verified on a GPU") shows. Without CUDA it says so in one line and exits 0.
+("Checking the GPU paths") shows. Without CUDA it says so in one line and exits 0.
 Exit status: 0 when everything passed (or there is no GPU), 1 otherwise.
 """
 
