@@ -66,7 +66,9 @@ The machinery under Part VIII -- :mod:`labs.dist`
 Every lab -- :mod:`labs.course`
     the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
     (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox`` (with
-    ``rootfs``, ``jail``, ``seccomp``, ``cgroups``, ``relay``), ``protect``, ``wrong_answers``.
+    ``rootfs``, ``jail``, ``seccomp``, ``cgroups``, ``relay``), ``snippet``, ``wrong_answers``; for
+    courses ``points``, ``feedback`` (escaping), ``report``, ``gradefile``, ``exports`` (Canvas,
+    Moodle), ``shards``, ``bundle`` and ``gradescope``.
 """
 
 __version__ = "0.1.0"

@@ -109,3 +109,58 @@ def test_torch_ddp_under_torchrun_matches_emulated(tmp_path):
     emulated = dist.launch(ddp_step, 2)
     for a, b in zip(emulated[0], real):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    numels=st.lists(st.integers(1, 400_000), min_size=1, max_size=25),
+    cap_mb=st.one_of(st.none(), st.sampled_from([0.001, 0.1, 0.5, 1, 2.5])),
+)
+def test_ddp_bucket_plan_is_torchs_assignment(numels, cap_mb):
+    """The hand-written rule against the function DDP's C++ reducer uses to rebuild its buckets,
+    with the limits DDP passes it: [1 MiB, 25 MiB] by default, [cap, cap] when the cap is set."""
+    import torch.distributed as tdist
+
+    tensors = [torch.empty(n) for n in numels]
+    cap = int((25 if cap_mb is None else cap_mb) * 2**20)
+    limits = [2**20 if cap_mb is None else cap, cap]
+    assert tdist._DEFAULT_FIRST_BUCKET_BYTES == dp.DDP_FIRST_BUCKET_BYTES
+    want, _ = tdist._compute_bucket_assignment_by_size(tensors, limits)
+    assert dp.ddp_bucket_plan([4 * n for n in numels], cap_mb) == want
+
+
+def test_ddp_bucket_plan_rejects_bad_cap():
+    with pytest.raises(ValueError, match="must be positive"):
+        dp.ddp_bucket_plan([1, 2], 0)
+
+
+def _ddp_default_buckets(kwargs):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(6)]), **kwargs)
+    for step in range(2):
+        with dist.region(f"backward {step}"):
+            model(torch.randn(4, 256)).sum().backward()
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("cap_mb", [None, 0.25])
+def test_ddp_buckets_follow_ddp_bucket_plan(cap_mb):
+    """PyTorch's DDP on emulated ranks: one bucket in the first step, then the plan of
+    ddp_bucket_plan over the gradients in backward order (bias, then weight, last layer first)."""
+    dist.launch(_ddp_default_buckets, 2, {} if cap_mb is None else {"bucket_cap_mb": cap_mb})
+    records = dist.last_trace().records[0]
+    sizes = [4 * n for _ in range(6) for n in (256, 256 * 256)]
+    for step, want in ((0, [sum(sizes)]), (1, None)):
+        back = next(r for r in records if r.op == f"backward {step}")
+        got = [
+            r.nbytes
+            for r in records
+            if r.op == "all_reduce" and back.t_start <= r.t_start <= back.t_end
+        ]
+        if want is None:
+            want = [sum(sizes[i] for i in b) for b in dp.ddp_bucket_plan(sizes, cap_mb)]
+            assert len(want) > 1
+        assert got == want, (step, got, want)

@@ -64,7 +64,7 @@ import labs.course
 labs.course.checks = fake"""
 
 REDEFINE_HELPER = """def expect_close(check, got, want, what):
-    check.true(True, what)
+    check.between(1, 0, 2, what)
 
 
 def weight_bytes(n_params, dtype="bf16"):
@@ -272,13 +272,16 @@ def test_6_solutions_and_keys_are_out_of_reach(graded):
 
 
 def test_7_calling_the_reference_implementation_fails_the_exercise(graded):
-    for name in ("7-call-reference", "7-call-reloaded"):
-        r = graded[1][name]
-        assert outcomes(r) == {1: ("PASS", "graded"), 2: ("PASS", "graded"), 3: ("FAIL", "graded")}
-        assert "Exercise 3" in r.exercises[2].error
-        assert "calls the reference implementation labs.basics.memory.inference_bytes" in (
-            r.exercises[2].error
-        )
+    """The kernel's labs has no inference_bytes to call (issue 35: no tripwire needed)."""
+    r = graded[1]["7-call-reference"]
+    assert outcomes(r) == {1: ("PASS", "graded"), 2: ("PASS", "graded"), 3: ("FAIL", "graded")}
+    assert "Exercise 3" in r.exercises[2].error
+    assert "labs.basics.memory.inference_bytes is the reference implementation of exercise 3" in (
+        r.exercises[2].error
+    )
+    r = graded[1]["7-call-reloaded"]  # reloaded from the kernel's copy: still no reference
+    assert outcomes(r) == {1: ("PASS", "graded"), 2: ("PASS", "graded"), 3: ("FAIL", "graded")}
+    assert "weight_bytes(10, 'fp32'): expected 40.0, got 20" in r.exercises[2].error
 
 
 def test_8_a_cell_that_never_ends_fails_what_follows_with_timeout(graded):

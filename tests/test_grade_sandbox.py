@@ -266,21 +266,3 @@ def test_timeout_kills_everything_the_kernel_started_even_if_sigint_is_ignored()
         assert not b.alive() and not _sleepers("301.25")
         assert b.run("print(1)", timeout=5).status == "died"
     assert b.dir is None and b.box is None  # no folder, no cgroup left
-
-
-def test_the_tripwire_is_disarmed_after_the_check_even_for_a_name_listed_twice(world):
-    from labs.course.protect import check_snippet, parse_result
-
-    box, _, _ = world
-    refs = ["labs.basics.memory.inference_bytes", "labs.basics.memory.inference_bytes"]
-    source = (
-        "from labs.basics import memory\nfrom labs.course.checks import exercise\n"
-        "with exercise(1) as check:\n"
-        "    check.equal(memory.inference_bytes(3, 'fp32'), 12, 'the check may call it')"
-    )
-    code, nonce = check_snippet(source, refs, box.package_dir)
-    r = box.run(code, timeout=60)
-    events = parse_result(r.stdout, nonce)
-    assert events == [["begin", 1, ""], ["call", "equal", 12.0, [], {}], ["end"]], r
-    after = box.run("from labs.basics import memory\nprint(memory.inference_bytes(2, 'bf16'))", 60)
-    assert (after.status, after.stdout.strip()) == ("ok", "4.0"), after

@@ -1,4 +1,5 @@
-"""Class mode: one command grades a class folder into one gradebook, whatever the students sent."""
+"""Class mode: one command grades a class folder into one gradebook, whatever the students sent;
+its Canvas and Moodle exports; the same class graded in two shards and merged, byte for byte."""
 
 from __future__ import annotations
 
@@ -11,6 +12,16 @@ from conftest import script
 from notebook_factory import attack_lab, write, write_lab_and_key
 
 LAB = "lab99-attacks"
+#: a student's exception message that redrew a FAIL row as PASS on the red team's terminal
+ANSI = "\\x1b[1A\\x1b[2K\\x1b[32m  1         PASS    graded    PASS exercise 1\\x1b[0m\\u202e\\x08\\x00"
+ROSTER = """folder,Student,ID,SIS User ID,SIS Login ID,Section,Email address
+alice,"Liddell, Alice",101,A-1,alice,S1,alice@example.edu
+bob,"Builder, Bob",102,,bob,S1,bob@example.edu
+carol,"Danvers, Carol",,C-3,,S2,carol@example.edu
+dave,"Bowman, Dave",104,D-4,dave,S2,
+mallory,"=Evil, Mallory",105,M-5,mallory,S2,mallory@example.edu
+zoe,"Zed, Zoe",106,Z-6,zoe,S1,zoe@example.edu
+"""
 
 
 def grade(*args, cwd):
@@ -37,22 +48,31 @@ def graded_class(tmp_path_factory):
     nb.cells[4].source = "while True:\n    pass"  # never ends, before exercise 2
     write(cls / "erin" / f"{LAB}.ipynb", nb)
     write(cls / "alice" / ".ipynb_checkpoints" / f"{LAB}-checkpoint.ipynb", attack_lab())
-    result = grade(
-        "--class", cls, "--gradebook", tmp / "gradebook.csv", "--jobs", 2,
-        "--keys", key.parent, "--timeout", 6, cwd=tmp,
-    )  # fmt: skip
+    nb = attack_lab()
+    nb.cells[2].source = f'def double(x):\n    raise RuntimeError("{ANSI}")'
+    write(cls / "mallory" / f"{LAB}.ipynb", nb)
+    (tmp / "roster.csv").write_text(ROSTER, encoding="utf-8")
+    result = grade(*CLASS_ARGS(tmp, cls, key), "--gradebook", tmp / "gradebook.csv",
+                   "--export", "canvas", tmp / "canvas.csv", "--export", "moodle",
+                   tmp / "moodle.csv", "--roster", tmp / "roster.csv", cwd=tmp)  # fmt: skip
     rows = list(csv.DictReader(open(tmp / "gradebook.csv", encoding="utf-8")))
-    return result, rows
+    return result, rows, tmp, cls, key
+
+
+def CLASS_ARGS(tmp, cls, key):  # noqa: N802 - the arguments every run over this class shares
+    return ["--class", cls, "--jobs", 2, "--keys", key.parent, "--timeout", 6]
 
 
 def test_exit_zero_and_one_row_per_student_lab_and_exercise(graded_class):
-    result, rows = graded_class
+    result, rows, *_ = graded_class
     assert result.returncode == 0, result.stdout + result.stderr
     assert list(rows[0]) == [
-        "student", "lab", "exercise", "outcome", "points", "status", "message", "notebook"
+        "student", "lab", "exercise", "outcome", "points", "max_points", "status", "message",
+        "notebook",
     ]  # fmt: skip
     got = {(r["student"], r["exercise"]): (r["outcome"], r["points"], r["status"]) for r in rows}
-    assert len(rows) == 15 and {r["lab"] for r in rows} == {LAB}
+    assert len(rows) == 18 and {r["lab"] for r in rows} == {LAB}
+    assert {r["max_points"] for r in rows} == {"1"}
     for n in "123":
         assert got[("alice", n)] == ("PASS", "1", "graded")
         assert got[("bob", n)] == ("FAIL", "0", "invalid")
@@ -64,7 +84,7 @@ def test_exit_zero_and_one_row_per_student_lab_and_exercise(graded_class):
 
 
 def test_messages_say_why(graded_class):
-    _, rows = graded_class
+    _, rows, *_ = graded_class
     msg = {(r["student"], r["exercise"]): r["message"] for r in rows}
     assert "not a valid notebook" in msg[("bob", "1")]
     assert "not a valid notebook" in msg[("carol", "1")]
@@ -74,14 +94,83 @@ def test_messages_say_why(graded_class):
 
 
 def test_summary_and_progress(graded_class):
-    result, _ = graded_class
+    result, *_ = graded_class
     lines = result.stdout.splitlines()
     summary = lines[lines.index(next(x for x in lines if x.startswith("student "))) :]
     assert any(x.split()[:3] == ["alice", "1", "3/3"] for x in summary), summary
     assert any(x.startswith("bob") and f"{LAB}: invalid" in x for x in summary), summary
     assert any(x.startswith("erin") and f"{LAB}: timeout" in x for x in summary), summary
-    assert "[####################] 5/5" in result.stderr
+    assert "[####################] 6/6" in result.stderr
     assert "checkpoint" not in result.stdout
+
+
+def test_a_students_escape_sequences_are_shown_never_played(graded_class):
+    result, rows, tmp, *_ = graded_class
+    row = [line for line in result.stdout.splitlines() if "RuntimeError" in line]
+    assert len(row) == 1 and row[0].split()[:3] == ["1", "FAIL", "graded"], row
+    assert (
+        "\\x1b[1A\\x1b[2K\\x1b[32m 1 PASS graded PASS" in row[0] and "\\u202e\\x08\\x00" in row[0]
+    )
+    for text in (result.stdout, result.stderr, *(p.read_text() for p in tmp.glob("*.csv"))):
+        assert not any(ch in text for ch in "\x1b\x08\x00\u202e"), text[-500:]
+    (got,) = [r for r in rows if r["student"] == "mallory" and r["exercise"] == "1"]
+    assert got["outcome"] == "FAIL" and "\\x1b[1A\\x1b[2K" in got["message"]
+
+
+def test_canvas_export_has_canvas_columns_and_points_possible(graded_class):
+    result, _, tmp, *_ = graded_class
+    rows = list(csv.reader(open(tmp / "canvas.csv", encoding="utf-8")))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", LAB]
+    assert rows[1] == ["Points Possible", "", "", "", "", "3"]
+    assert rows[2:] == [
+        ["Liddell, Alice", "101", "A-1", "alice", "S1", "3"],
+        ["Builder, Bob", "102", "", "bob", "S1", "0"],
+        ["Danvers, Carol", "", "C-3", "", "S2", "0"],
+        ["Bowman, Dave", "104", "D-4", "dave", "S2", "2"],
+        ["'=Evil, Mallory", "105", "M-5", "mallory", "S2", "2"],
+    ]  # erin is not in the roster; zoe submitted nothing
+    assert "canvas export: erin: not in the roster (not exported" in result.stderr
+    assert "zoe" not in result.stderr
+
+
+def test_moodle_export_has_one_identifier_and_one_column_per_grade_item(graded_class):
+    result, _, tmp, *_ = graded_class
+    rows = list(csv.reader(open(tmp / "moodle.csv", encoding="utf-8")))
+    assert rows[0] == ["First name", "Last name", "Email address", LAB]
+    assert rows[1:] == [
+        ["Alice", "Liddell", "alice@example.edu", "3"],
+        ["Bob", "Builder", "bob@example.edu", "0"],
+        ["Carol", "Danvers", "carol@example.edu", "0"],
+        ["Mallory", "'=Evil", "mallory@example.edu", "2"],
+    ]
+    assert "moodle export: dave: no Email address in the roster (not exported)" in result.stderr
+    assert "map from 'Email address' to useremail" in result.stdout
+
+
+def test_two_shards_merge_into_the_unsharded_gradebook_byte_for_byte(graded_class):
+    _, _, tmp, cls, key = graded_class
+    shards = []
+    for k in (1, 2):
+        shard = tmp / f"shard-{k}.json"
+        done = grade(*CLASS_ARGS(tmp, cls, key), "--shard", f"{k}/2", "--gradebook", shard,
+                     cwd=tmp)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"shard {k}/2: 3 of 6 submissions" in done.stderr
+        shards.append(shard)
+    merged = grade("merge", *shards[::-1], "--gradebook", tmp / "merged.csv", "--export",
+                   "canvas", tmp / "merged-canvas.csv", "--export", "moodle",
+                   tmp / "merged-moodle.csv", "--roster", tmp / "roster.csv", cwd=tmp)  # fmt: skip
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert (tmp / "merged.csv").read_bytes() == (tmp / "gradebook.csv").read_bytes()
+    assert (tmp / "merged-canvas.csv").read_bytes() == (tmp / "canvas.csv").read_bytes()
+    assert (tmp / "merged-moodle.csv").read_bytes() == (tmp / "moodle.csv").read_bytes()
+    partial = grade(*CLASS_ARGS(tmp, cls, key), "--shard", "1/2", "--roster", tmp / "roster.csv",
+                    "--export", "canvas", tmp / "x.csv", cwd=tmp)  # fmt: skip
+    assert partial.returncode == 2 and "export from the merged shards" in partial.stderr
+    again = grade("merge", shards[0], cwd=tmp)
+    assert again.returncode == 2 and "missing shard(s) 2/2" in again.stderr
+    twice = grade("merge", shards[0], shards[0], shards[1], cwd=tmp)
+    assert twice.returncode == 2 and "shard 1/2 given twice" in twice.stderr
 
 
 def test_flat_folder_with_one_key(tmp_path):

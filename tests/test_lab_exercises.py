@@ -1,17 +1,37 @@
-"""Every lab's checks can fail: the solution passes every exercise, the student stub fails each.
+"""Every lab's checks can fail: the solution passes every exercise, the student stub fails each,
+and a generic forger (:mod:`attacks.forger`) added to the stub passes none.
 
-Both are graded as an instructor grades a class (:func:`labs.course.grade.grade_notebooks`): each
+All are graded as an instructor grades a class (:func:`labs.course.grade.grade_notebooks`): each
 notebook in its own sandboxed kernel, against the answer key in ``instructor/keys``, so a key or
-student notebook that is out of date shows up here as ``tampered``.
+student notebook that is out of date shows up here as ``tampered``.  The forger is one cell that
+knows only what a student has (the lab's visible check cells) and everything a kernel can reach:
+it rewrites the grader's snippets so that every value a check asks for is the visible check's
+expected expression computed in the kernel, binds the stubs to functions of ``labs`` of the same
+name (also recompiled from their source) or to functions made from the visible checks, plants the
+old tripwire's dict and compiles its adapters under a ``<frozen ...>`` file name.  Against the
+grader before issue 35 (347915e) the same cell passed 31 of the 110 exercises (the red team's,
+which knew the labs, 91); the kernel's ``labs`` now lacks the references each key forbids, and
+every exercise has an assertion whose expected side is such a reference or a hidden graded
+variant, so it passes none.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import nbformat
 import pytest
+from attacks.forger import forger_cell
 
 from conftest import LABS, STUDENT
-from labs.course.grade import grade_notebooks
+from labs.course.key import check_cells_of
 from labs.course.notebooks import parse_lab
+
+TESTS = {
+    "solution": "test_solution_passes_every_exercise",
+    "student": "test_student_stub_fails_every_check_and_only_dependent_cells",
+    "forged": "test_the_generic_forger_passes_no_exercise",
+}
 
 
 def _selected_labs(request, test_name: str) -> list:
@@ -24,25 +44,39 @@ def _selected_labs(request, test_name: str) -> list:
     return [lab for lab in LABS if lab.name in names]
 
 
-@pytest.fixture(scope="session")  # not module: see test_book.built_book
-def graded(request):
-    """Every selected solution and student notebook, graded in one class run, two at a time.
+def _forged(lab: Path, folder: Path) -> Path:
+    """The untouched student notebook of ``lab`` with the forger's cell after the set-up cell."""
+    nb = nbformat.read(STUDENT / lab.name, as_version=4)
+    visible = [nb.cells[i].source for cells in check_cells_of(nb).values() for i in cells]
+    nb.cells.insert(1, nbformat.v4.new_code_cell(forger_cell(visible)))
+    path = folder / lab.stem / lab.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
 
-    One run shares each lab's reference run (the key's solution, run once in a trusted kernel)
-    between the solution and the student notebook.
-    """
-    solutions = _selected_labs(request, "test_solution_passes_every_exercise")
-    students = _selected_labs(
-        request, "test_student_stub_fails_every_check_and_only_dependent_cells"
-    )
-    paths = [*solutions, *(STUDENT / p.name for p in students)]
-    return {r.notebook: r for r in grade_notebooks(paths, jobs=2)} if paths else {}
+
+@pytest.fixture(scope="session")  # not module: see test_book.built_book
+def graded(request, tmp_path_factory, graded_labs):
+    """Every selected solution, student and forged notebook, graded in one class run, two at a
+    time: one run shares each lab's reference run (the key's solution, run once in a trusted
+    kernel) between them, and ``graded_labs`` (tests/conftest.py) shares the results with any
+    other module or worker that grades the same notebooks."""
+    chosen = {kind: _selected_labs(request, test) for kind, test in TESTS.items()}
+    folder = tmp_path_factory.mktemp("forged")
+    forged = {lab.name: _forged(lab, folder) for lab in chosen["forged"]}
+    paths = [
+        *chosen["solution"],
+        *(STUDENT / p.name for p in chosen["student"]),
+        *forged.values(),
+    ]
+    results = graded_labs(paths) if paths else {}
+    return results, forged
 
 
 # The fixture grades every selected lab in one go (tools/test.sh keeps a module on one worker).
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_solution_passes_every_exercise(lab, graded):
-    result = graded[str(lab)]
+    result = graded[0][str(lab)]
     assert result.status == "graded", (
         f"{lab.name}: {result.status}: {[e.error for e in result.exercises if not e.passed]} "
         "(is instructor/keys up to date? run: labs-release)"
@@ -57,7 +91,7 @@ def test_solution_passes_every_exercise(lab, graded):
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_student_stub_fails_every_check_and_only_dependent_cells(lab, graded):
     student = STUDENT / lab.name
-    result = graded[str(student)]
+    result = graded[0][str(student)]
     assert result.status == "graded", (
         f"{student.name}: {result.status}: {[e.error for e in result.exercises]} "
         "(are student/ and instructor/keys up to date? run: labs-release)"
@@ -77,3 +111,12 @@ def test_student_stub_fails_every_check_and_only_dependent_cells(lab, graded):
         f"{student.name}: cells that do not depend on an exercise fail on the stub: {unexpected}. "
         "Tag them uses-exercise-N if they use exercise N's result."
     )
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def test_the_generic_forger_passes_no_exercise(lab, graded):
+    results, forged = graded
+    result = results[str(forged[lab.name])]
+    passing = {e.exercise: e.message for e in result.exercises if e.passed}
+    assert not passing, f"{lab.name}: the forger passes exercises {sorted(passing)}: {passing}"
+    assert result.status == "graded", (result.status, [e.error for e in result.exercises])

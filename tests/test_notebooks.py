@@ -55,14 +55,18 @@ def test_student_folder_is_up_to_date():
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.name)
 def test_every_lab_has_an_answer_key_and_no_student_copy_holds_solutions(path):
     """The key (instructor/keys/) carries the reference solution the grader runs in its trusted
-    kernel (key format 2); the student notebook carries none, and no key sits in student/."""
+    kernel (key format 3); the student notebook carries none, nor the graded variants of the
+    checks, and no key sits in student/."""
     key_path = KEY_DIR / f"{path.stem}.json"
     assert key_path.is_file(), f"{key_path} is missing; run: labs-release"
     key = load_key(key_path)
     assert sorted(map(int, key["exercises"])) == sorted(parse_lab(path).exercises)
-    assert key.get("format") == 2 and key.get("cells"), f"{key_path}: not a format-2 key"
+    assert key.get("format") == 3 and key.get("cells"), f"{key_path}: not a format-3 key"
     student = (STUDENT / path.name).read_text(encoding="utf-8")
     assert "BEGIN SOLUTION" not in student, f"student/{path.name} holds solution code"
+    assert "graded-exercise-" not in student, f"student/{path.name} holds graded variants"
+    for ex in key["exercises"].values():
+        assert all(g["source"] not in student for g in ex["graded"]), path.name
     assert not list(STUDENT.glob("*.json")), "answer keys must not be in student/"
 
 

@@ -6,8 +6,9 @@ import nbformat
 import pytest
 
 from labs.course import release
-from labs.course.key import compare, load_key, source_hash
+from labs.course.key import build_key, compare, load_key, source_hash
 from labs.course.notebooks import NotebookError, parse_lab, student_version
+from labs.course.points import key_points
 from labs.course.setup_cell import setup_cell_source
 from notebook_factory import CHECK, SOLUTION, cell, good_lab, lab, write
 
@@ -214,3 +215,40 @@ def test_a_bad_lab_leaves_nothing_half_written(tmp_path, capsys):
     assert not student_dir.exists(), "no student notebook may be written when any lab is bad"
     assert good.read_bytes() == before, "sources are not touched either"
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_the_key_holds_each_exercises_points(tmp_path):
+    nb = good_lab()
+    nb.metadata["exercise_points"] = {"2": 2.5}
+    src = write(tmp_path / "labs" / "lab99-demo.ipynb", nb)
+    dirs = ["--student-dir", str(tmp_path / "student"), "--key-dir", str(tmp_path / "keys")]
+    assert release.main([str(src), *dirs]) == 0
+    key = load_key(tmp_path / "keys" / "lab99-demo.json")
+    assert [key["exercises"][n]["points"] for n in ("1", "2")] == [1, 2.5]
+    assert key_points(key) == {1: 1, 2: 2.5}
+    del key["exercises"]["2"]["points"]  # a key written before points existed: 1 each
+    assert key_points(key) == {1: 1, 2: 1}
+    plain = build_key(parse_lab(tmp_path / "labs" / "lab99-demo.ipynb"))  # without points
+    assert set(key["exercises"]["1"]) == set(plain["exercises"]["1"]) | {"points"}
+    assert {k: v for k, v in key.items() if k != "exercises"} == {
+        k: v for k, v in plain.items() if k != "exercises"
+    }
+
+
+@pytest.mark.parametrize(
+    ("points", "message"),
+    [
+        ({"3": 1}, "names exercise '3', but the lab has exercises"),
+        ({"1": 0}, r"must be a number above 0 .* got 0"),
+        ({"1": "2"}, r"must be a number above 0 .* got '2'"),
+        ({"1": True}, r"must be a number above 0"),
+        ({"1": float("nan")}, r"must be a number above 0"),
+        ([1, 2], "must map exercise numbers to points"),
+    ],
+)
+def test_bad_exercise_points_are_named(tmp_path, points, message):
+    nb = good_lab()
+    nb.metadata["exercise_points"] = points
+    src = write(tmp_path / "lab99-demo.ipynb", nb)
+    with pytest.raises(NotebookError, match=message):
+        release.prepare(src, tmp_path / "student", tmp_path / "keys")

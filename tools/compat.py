@@ -4,9 +4,16 @@ Google Colab's preinstalled versions with the labs' own Colab set-up cell.
 Usage: ``.venv/bin/python tools/compat.py [--profile lowest|colab ...] [--labs lab03 ...]``
 (``tools/test.sh`` runs it beside pytest; ``--jobs`` notebooks run at once, default 2).
 
-For each profile it builds a virtual environment outside the repository (``$DLSYS_COMPAT_DIR``,
-default ``/tmp/dlsys-compat-<hash of the checkout's path>``, kept for the next run, removed at the
-end under ``CI=true``), installs the ``labs`` wheel built from this checkout, and then:
+For each profile it uses a virtual environment outside the repository, kept between runs and
+shared by every checkout on the machine (``$DLSYS_COMPAT_CACHE``, default
+``~/.cache/dlsys-compat/<profile>-<hash of what it holds>``: its pins, torch, pyproject.toml's
+requirements, this Python). It is built once, under a lock, and rebuilt only when what it holds
+changes (a build no run has used for a week is removed); torch's multi-GB Linux wheel is
+installed once per version into a base environment that the profiles hard-link. "The newest of
+everything else" in ``lowest`` is the newest when its environment was built. The ``labs`` wheel built from this
+checkout is never installed into a shared environment: it is unpacked into this run's folder
+(``$DLSYS_COMPAT_DIR``, default ``/tmp/dlsys-compat-<hash of the checkout's path>``, removed at
+the end under ``CI=true``) and put first on ``PYTHONPATH``. Then it:
 
 * runs every lab's solution notebook top to bottom, each copied alone into an empty folder (so
   nothing of the repository can be read), and requires every exercise to print ``PASS`` or, for
@@ -28,14 +35,17 @@ Profiles:
 
 torch is, in ``lowest``, the lower bound of its range in pyproject.toml and, in ``colab``, the
 version pinned in ``tools/compat/colab.txt`` (Colab's): both PyPI's Linux wheel, whose CUDA
-libraries load but find no GPU here (``TORCH_SPEC`` overrides both). An environment is rebuilt
-only when its requirements change; pip's cache keeps downloads to the first run.
+libraries load but find no GPU here (``TORCH_SPEC`` overrides both). Each lab runs once per
+profile, and no profile repeats the versions pytest runs the labs on (torch 2.13 and the newest
+releases pyproject.toml admits).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -48,6 +58,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 COLAB = REPO / "tools" / "compat" / "colab.txt"
+#: where the environments live, kept between runs and shared by every checkout of this machine
+CACHE = Path(os.environ.get("DLSYS_COMPAT_CACHE") or Path.home() / ".cache" / "dlsys-compat")
 # What runs the notebooks and the tests inside a profile's environment (Colab has all but one).
 RUNNER = ["ipykernel", "nbclient", "nbformat", "pytest", "hypothesis"]
 DIST_TESTS = [
@@ -127,79 +139,173 @@ def pip(venv: Path, *args: str, env: dict | None = None) -> None:
         raise SystemExit(f"compat: {' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}")
 
 
-def link_torch(venv: Path, spec: str, *pip_args: str) -> None:
-    """Put torch into ``venv``: hard links to this interpreter's copy when it is the version
-    asked for (seconds instead of a minute of unpacking), else an install of ``spec``."""
+@contextlib.contextmanager
+def locked(name: str):
+    """An exclusive lock on ``CACHE/<name>.lock``: one build of an environment at a time, even
+    from two checkouts or two CI runs on one machine."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _site(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def _link(src: Path, dst: Path) -> None:
+    """Hard-link ``src`` (a file or a folder) as ``dst``; copy where links cannot cross."""
+    if subprocess.run(["cp", "-al", str(src), str(dst)]).returncode:
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, dst)
+
+
+def _canonical(spec: str) -> str:
+    """``torch==2.11`` and ``torch==2.11.0`` are one version: the same base environment."""
+    m = re.fullmatch(r"\s*torch\s*==\s*([0-9][^\s;]*)\s*", spec)
+    if not m:
+        return spec.strip()
+    release, _, local = m.group(1).partition("+")
+    parts = release.split(".")
+    parts += ["0"] * (3 - len(parts))
+    return "torch==" + ".".join(parts) + (f"+{local}" if local else "")
+
+
+def torch_base(spec: str) -> Path:
+    """A virtual environment holding only ``spec`` and what it requires, built once per spec and
+    kept in :data:`CACHE`: every profile hard-links it (seconds) instead of unpacking torch's
+    multi-GB Linux wheel again. Where this interpreter has that very torch, the base links it."""
     import importlib.metadata as md
 
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    try:
-        dist = md.distribution("torch")
-        same = spec == f"torch=={dist.version.split('+')[0]}"
-    except md.PackageNotFoundError:
-        same = False
-    if not same:
-        pip(venv, *pip_args, spec)
-        return
-    src = Path(dist.locate_file(""))
-    tops = {Path(f).parts[0] for f in dist.files or []} - {"..", "bin"}
-    for top in sorted(tops):
-        if (src / top).exists() and not (site / top).exists():
-            cmd = ["cp", "-al", str(src / top), str(site / top)]
-            if subprocess.run(cmd).returncode:  # another file system: copy instead
-                shutil.copytree(src / top, site / top)
-    # torch's own requirements (sympy, networkx, ...) come with the profile's install.
-    pip(venv, *pip_args, *[r for r in dist.requires or [] if "extra ==" not in r])
+    key = hashlib.sha256(json.dumps([_canonical(spec), sys.version]).encode()).hexdigest()[:16]
+    base = CACHE / f"torch-{key}"
+    with locked(base.name):
+        if (base / ".stamp").exists():
+            (base / ".stamp").touch()  # in use: not pruned
+            return base
+        t0 = time.perf_counter()
+        shutil.rmtree(base, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(base)], check=True)
+        try:
+            dist = md.distribution("torch")
+            same = spec == f"torch=={dist.version.split('+')[0]}"
+        except md.PackageNotFoundError:
+            same = False
+        if same:
+            src = Path(dist.locate_file(""))
+            tops = {Path(f).parts[0] for f in dist.files or []} - {"..", "bin"}
+            for top in sorted(tops):
+                if (src / top).exists() and not (_site(base) / top).exists():
+                    _link(src / top, _site(base) / top)
+            pip(base, *[r for r in dist.requires or [] if "extra ==" not in r])
+        else:
+            pip(base, spec)
+        (base / ".stamp").write_text(spec)
+        log(f"{spec}: installed once in {time.perf_counter() - t0:.0f} s ({base})")
+    return base
 
 
-def build_env(profile: str, work: Path, wheel: Path) -> Path:
-    """The profile's virtual environment, (re)built when its requirements changed."""
-    venv = work / profile
+def link_base(base: Path, venv: Path) -> None:
+    """Hard-link every distribution of ``base`` into ``venv`` (pip's and setuptools' own aside;
+    scripts are not linked). pip replaces a linked package by unlinking it, never in place."""
+    own = {p.name.split("-")[0].lower() for p in _site(venv).iterdir()}
+    for entry in sorted(_site(base).iterdir()):
+        name = entry.name.split("-")[0].lower()
+        if name in own or name in ("pip", "setuptools", "_distutils_hack", "pkg_resources"):
+            continue
+        _link(entry, _site(venv) / entry.name)
+
+
+def build_env(profile: str, overlay: Path) -> Path:
+    """The profile's virtual environment in :data:`CACHE`, built once for what it holds (its
+    pins, torch, the runner, pyproject.toml's requirements, this Python) and then reused by every
+    checkout and run; an older build of the profile is removed. The checkout's wheel is never
+    installed into it: ``overlay`` (the wheel unpacked for this run) comes first on PYTHONPATH."""
     torch_req = torch_spec(profile)
     pins = lowest_pins() if profile == "lowest" else colab_pins()
-    stamp = hashlib.sha256(json.dumps([pins, RUNNER, torch_req, sys.version]).encode()).hexdigest()
-    current = (venv / ".stamp").read_text() if (venv / ".stamp").exists() else ""
-    if current != stamp:
-        t0 = time.perf_counter()
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        link_torch(venv, torch_req, *([] if profile == "lowest" else ["-c", str(COLAB)]))
-        if profile == "lowest":
-            # the lowest allowed version of each dependency, the newest of everything else
-            pip(venv, *pins, *RUNNER)
+    stamp = hashlib.sha256(
+        json.dumps([pins, RUNNER, torch_req, sys.version, runtime_requirements()]).encode()
+    ).hexdigest()
+    venv = CACHE / f"{profile}-{stamp[:16]}"
+    with locked(profile):
+        if not (venv / ".stamp").exists() or (venv / ".stamp").read_text() != stamp:
+            t0 = time.perf_counter()
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            link_base(torch_base(torch_req), venv)
+            if profile == "lowest":
+                # the lowest allowed version of each dependency, the newest of everything else
+                pip(venv, torch_req, *pins, *RUNNER)
+                # no Triton, as on a laptop without its wheels (torch's Linux wheel requires it)
+                uninstall = [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y",
+                             "triton"]  # fmt: skip
+                subprocess.run(uninstall, capture_output=True, check=True)
+            else:
+                # Colab's preinstalled packages (those the labs touch), nothing else of the labs'
+                pip(venv, "-c", str(COLAB), *[p.split("==")[0] for p in pins], "hypothesis")
+                (_site(venv) / "_dlsys_fake_colab.py").write_text(FAKE_COLAB)
+                (_site(venv) / "_dlsys_fake_colab.pth").write_text("import _dlsys_fake_colab\n")
+            prepare(profile, venv, overlay)
+            (venv / ".stamp").write_text(stamp)
+            log(f"{profile}: environment built in {time.perf_counter() - t0:.0f} s ({venv})")
         else:
-            # Colab's preinstalled packages (those the labs touch), nothing else of the labs'
-            pip(venv, "-c", str(COLAB), *[p.split("==")[0] for p in pins], "hypothesis")
-            site = next((venv / "lib").glob("python3*/site-packages"))
-            (site / "_dlsys_fake_colab.py").write_text(FAKE_COLAB)
-            (site / "_dlsys_fake_colab.pth").write_text("import _dlsys_fake_colab\n")
-        (venv / ".stamp").write_text(stamp)
-        log(f"{profile}: environment built in {time.perf_counter() - t0:.0f} s")
-    # the wheel of this checkout; on Colab without its dependencies, as the set-up cell does
-    pip(venv, "--force-reinstall", "--no-deps", str(wheel))
-    if profile == "lowest":
-        pip(venv, str(wheel))  # its dependencies are all there: this only checks that
-        # no Triton, as on a laptop without its wheels (torch's Linux wheel requires it)
-        uninstall = [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "triton"]
-        subprocess.run(uninstall, capture_output=True, check=True)
-    else:
-        setup = subprocess.run(
-            [str(venv / "bin" / "python"), "-c", setup_cell()],
-            capture_output=True,
-            text=True,
-            env=profile_env(profile, work),
-        )
-        if setup.returncode:
-            raise SystemExit(
-                f"compat: colab: the set-up cell failed:\n{setup.stdout}{setup.stderr}"
-            )
-    names = ["torch", "numpy", "pandas", "matplotlib", "ipywidgets", "ipykernel", "onnxruntime"]
-    probe = "import importlib.metadata as m; print(', '.join(f'{n} {m.version(n)}' for n in %r))"
-    versions = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", probe % names], capture_output=True, text=True
-    )
-    log(f"{profile}: {versions.stdout.strip() or versions.stderr.strip()}")
+            (venv / ".stamp").touch()  # in use: not pruned (below) while it is
+            log(f"{profile}: environment reused ({venv})")
+        prune()
+    shown = ["torch", "numpy", "pandas", "matplotlib", "ipywidgets", "ipykernel", "onnxruntime"]
+    have = versions(venv)
+    log(f"{profile}: {', '.join(f'{n} {have.get(n)}' for n in shown)}")
     return venv
+
+
+def versions(venv: Path | None = None) -> dict[str, str | None]:
+    """The versions of the package's runtime requirements and ipykernel in ``venv`` (``None``:
+    the interpreter running this script, the one pytest runs the labs with)."""
+    names = [re.match(r"[A-Za-z0-9_.\-]+", r).group(0) for r in runtime_requirements()]
+    probe = (
+        "import importlib.metadata as m, json\n"
+        "def v(n):\n    try:\n        return m.version(n)\n    except m.PackageNotFoundError:\n"
+        f"        return None\nprint(json.dumps({{n: v(n) for n in {[*names, 'ipykernel']!r}}}))"
+    )
+    python = str(venv / "bin" / "python") if venv else sys.executable
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def prune(days: float = 7) -> None:
+    """Remove environments no run has used for ``days`` (another branch may still be using an
+    older build, so none is removed merely for being older)."""
+    cutoff = time.time() - days * 86400
+    for path in CACHE.iterdir() if CACHE.is_dir() else []:
+        stamp = path / ".stamp"
+        if path.is_dir() and stamp.exists() and stamp.stat().st_mtime < cutoff:
+            shutil.rmtree(path, ignore_errors=True)
+            log(f"removed {path} (unused for {days:g} days)")
+
+
+def prepare(profile: str, venv: Path, overlay: Path) -> None:
+    """With this run's wheel on the path: ``lowest`` must already hold every requirement of the
+    package (nothing is installed); on ``colab`` the labs' own set-up cell installs what Colab
+    lacks, keeping Colab's versions (as on Colab, where ``labs`` comes without its dependencies)."""
+    env = profile_env(profile, overlay)
+    if profile == "lowest":
+        code = "from labs.course.colab import missing_requirements as m; print(*m()[0])"
+        done = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, env=env
+        )
+        if done.returncode or done.stdout.strip():
+            raise SystemExit(
+                f"compat: lowest: the pins miss requirements of the package: "
+                f"{done.stdout.strip()} {done.stderr[-2000:]}"
+            )
+        return
+    setup = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", setup_cell()], capture_output=True, text=True, env=env
+    )
+    if setup.returncode:
+        raise SystemExit(f"compat: colab: the set-up cell failed:\n{setup.stdout}{setup.stderr}")
 
 
 def setup_cell() -> str:
@@ -209,10 +315,13 @@ def setup_cell() -> str:
     return setup_cell_source()
 
 
-def profile_env(profile: str, work: Path) -> dict:
+def profile_env(profile: str, overlay: Path) -> dict:
+    """The environment a profile's notebooks and tests run with: this run's ``labs`` (the wheel
+    unpacked in ``overlay``) first on the path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env.pop("MPLBACKEND", None)
     env["PYTHONHASHSEED"] = "0"
+    env["PYTHONPATH"] = str(overlay)
     if profile == "colab":
         # pip keeps Colab's versions of what is preinstalled (and the machine's own constraints)
         extra = os.environ.get("PIP_CONSTRAINT", "")
@@ -292,6 +401,16 @@ def execute(name: str, timeout: int) -> int:
     return 0
 
 
+def unpack(wheel: Path, overlay: Path) -> Path:
+    """This checkout's wheel installed into ``overlay`` alone (``pip --target``, no dependencies):
+    what a profile's environment imports as ``labs``, with its metadata (``dlsys-labs``)."""
+    shutil.rmtree(overlay, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target",
+           str(overlay), str(wheel)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True)
+    return overlay
+
+
 def build_wheel(dest: Path) -> Path:
     """Build the wheel of this checkout into ``dest`` from a copy of the package's sources
     (setuptools writes scratch folders beside them: never into the checkout, never two builds
@@ -335,14 +454,18 @@ def main(argv: list[str] | None = None) -> int:
         labs = [p for p in labs if any(p.name.startswith(x) for x in args.labs)]
     t0 = time.perf_counter()
     work.mkdir(parents=True, exist_ok=True)
-    wheel = build_wheel(work / "dist")
+    overlay = unpack(build_wheel(work / "dist"), work / "overlay")
     failures: list[str] = []
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        envs = {p: pool.submit(build_env, p, work, wheel) for p in profiles}
+        envs = {p: pool.submit(build_env, p, overlay) for p in profiles}
         jobs = {}
+        mine = versions()
         for profile in profiles:
             venv = envs[profile].result()
-            env = profile_env(profile, work)
+            if versions(venv) == mine:  # pytest runs every lab on these very versions already
+                log(f"{profile}: the versions pytest runs the labs on; not run twice")
+                continue
+            env = profile_env(profile, overlay)
             tests = work / "tests" / profile
             shutil.rmtree(tests, ignore_errors=True)
             tests.mkdir(parents=True)
@@ -370,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if os.environ.get("CI", "").lower() in ("1", "true", "yes") and not os.environ.get(
         "DLSYS_COMPAT_DIR"
-    ):  # a CI clone is used once: its environments (about 10 GB with torch's CUDA wheel) go too
+    ):  # a CI clone is used once: its run folder goes (the environments stay in CACHE)
         shutil.rmtree(work, ignore_errors=True)
         log(f"removed {work} (CI)")
     return 1 if failures else 0

@@ -21,9 +21,10 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; the
 fi
 # The labs where readers run them (tools/compat.py): every lab's solution and the emulator's
 # tests on the lowest versions pyproject.toml admits and on Colab's, from the checkout's wheel, in
-# environments and folders outside the repository (never the book build's). It runs beside
-# pytest, its log comes at the end. COMPAT=0 skips it; with pytest arguments it runs only if
-# COMPAT=1.
+# environments and folders outside the repository (never the book build's; the environments are
+# cached in ~/.cache/dlsys-compat across runs and clones). It runs beside pytest, its log comes at
+# the end. COMPAT=0 skips it; with pytest arguments it runs only if COMPAT=1. What each part costs:
+# tests/BUDGET.md.
 compat_log=$(mktemp)
 compat_pid=""
 if [ "${COMPAT:-$([ $# -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then

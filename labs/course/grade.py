@@ -1,24 +1,27 @@
 """Grade submissions against the answer key (the command line is :mod:`labs.course.gradebook`).
 
-For each submission :func:`grade_notebook`
+One direction, stage by stage: for each submission :func:`grade_notebook`
 
 1. reads the notebook (a missing, empty or corrupt file, or cells of the wrong types, is
    ``invalid``: every exercise FAIL);
-2. compares the submission's check cells with the key (:mod:`labs.course.key`): an exercise whose
-   check cells are missing, changed, added or re-tagged is FAIL with status ``tampered`` and its
-   checks are not run;
+2. compares its check cells with the key and plans the run (:func:`labs.course.key.compare`,
+   :func:`~labs.course.key.plan`): an exercise whose check cells are missing, changed, added or
+   re-tagged is FAIL with status ``tampered`` and its checks are not run; every other check cell
+   is replaced by the key's check, followed by the key's graded variants of that exercise;
 3. takes the lab's reference run (:mod:`labs.course.reference`: the key's solution, run once in a
    trusted kernel, recorded every expected value);
-4. starts a sealed kernel (:class:`~labs.course.sandbox.Sandbox`) and runs the code cells top to
-   bottom; at each check cell it sends the *key's* check, rewritten so that only the got values are
-   computed (:mod:`labs.course.protect`), never the submission's cell, and judges the values it
-   gets back in this process (:func:`labs.course.verdict.judge`);
-5. stops at the per-cell limit (default 120 s), the per-notebook limit (default 900 s) or the
+4. starts a sealed kernel (:class:`~labs.course.sandbox.Sandbox`) whose ``labs`` is the key's
+   sealed copy (:mod:`labs.course.sealed_labs`: the forbidden references raise) and runs the plan
+   top to bottom: the submission's code cells as they are, each check as the snippet of
+   :mod:`labs.course.snippet` (only the student's values computed, returned as plain data);
+5. judges each check's values in this process against the reference run's
+   (:func:`labs.course.verdict.judge`) and tallies the verdicts (:class:`~labs.course.results.Tally`);
+6. stops at the per-cell limit (default 120 s), the per-notebook limit (default 900 s) or the
    output limit: the kernel and all it started are killed, and every exercise not yet checked is
    FAIL with status ``timeout`` (``invalid`` for a flood of output).
 
-An exercise passes only when all of its check cells ran and every assertion held on the values
-the kernel returned; any other outcome (error, timeout, not run, tampered, a forbidden reference
+An exercise passes only when all of its checks ran and every assertion held on the values the
+kernel returned; any other outcome (error, timeout, not run, tampered, a forbidden reference
 called, a value that is not plain data) is FAIL with its reason; an exercise whose ``needs=`` are
 missing where the reference ran is ``not applicable``.  Nothing the notebook prints decides a
 grade.
@@ -30,9 +33,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from labs.course.key import compare, find_key, load_key
+from labs.course.decode import parse_events
+from labs.course.key import Step, compare, find_key, load_key, plan
 from labs.course.notebooks import NotebookError, load_notebook
-from labs.course.protect import check_snippet, definitions, parse_result
 from labs.course.reference import (
     CELL_TIMEOUT,
     NOTEBOOK_TIMEOUT,
@@ -40,8 +43,10 @@ from labs.course.reference import (
     Reference,
     reference_run,
 )
-from labs.course.results import ExerciseResult, NotebookResult, all_fail
+from labs.course.results import NotebookResult, Tally, all_fail
 from labs.course.sandbox import Sandbox, cores
+from labs.course.sealed_labs import seal
+from labs.course.snippet import MARK, check_snippet, definitions
 from labs.course.verdict import judge
 
 __all__ = ["grade_notebook", "grade_notebooks"]
@@ -76,171 +81,108 @@ def grade_notebook(
         NotebookError: no answer key could be found or read (nothing to grade against).
         GraderError: a kernel could not be started.
     """
-    path_text = str(path)
     if key is None:
         key = find_key(path, key_dir)
     if not isinstance(key, dict):
         key = load_key(key)
-    lab = key.get("lab", "")
     try:
         if isinstance(nb, NotebookError):
             raise nb
         nb = load_notebook(path) if nb is None else nb
     except NotebookError as err:
-        return all_fail(path_text, key, "invalid", f"invalid: {err}", lab)
+        return all_fail(str(path), key, "invalid", f"invalid: {err}", key.get("lab", ""))
     if reference is None:
         reference = reference_run(
             key, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, isolate=isolate
         )
     checks, tampered = compare(nb, key)
-    refs = {int(n): ex.get("references", []) for n, ex in key["exercises"].items()}
-    order = sorted((i, num, k) for num, cells in checks.items() for k, i in enumerate(cells))
-    check_at = {i: (num, k) for i, num, k in order}
-    outcome: dict[int, list[str]] = {num: [] for num in checks}  # errors per exercise
-    verified: dict[int, list[str]] = {num: [] for num in checks}
-    invalid: dict[int, str] = {}  # exercise -> the key's own run failed (not the student's fault)
-    stopped: dict[int, tuple[str, str]] = {}  # exercise -> (status, why) when not run to the end
-    failed: dict[int, str] = {}
-    executed = 0
-    prelude: list[str] = []
-    na = tuple(sorted(reference.not_applicable))
-    box = Sandbox(isolate=isolate, hide=hide)
+    steps = plan(nb, key, checks)
+    tally = Tally(str(path), key, tampered, reference.not_applicable,
+                  sorted(i for cells in checks.values() for i in cells))  # fmt: skip
+    box = Sandbox(isolate=isolate, hide=hide, labs_root=seal(key))
     try:
         box.start()
     except (RuntimeError, OSError) as err:
         box.close()
         raise GraderError(f"{path}: could not start a kernel to grade it: {err}") from err
     try:
-        halted = ""
-        halted_status = "graded"
-        for index, cell in enumerate(nb.cells):
-            if cell.get("cell_type") != "code" or halted:
-                if halted and index in check_at:
-                    stopped.setdefault(check_at[index][0], (halted_status, halted))
-                continue
-            tagged = any(str(t).startswith("exercise-") for t in cell.metadata.get("tags", []))
-            if index not in check_at and tagged:
-                continue  # a check cell of a tampered exercise: never run the submission's copy
-            left = notebook_timeout - box.clock()  # the submission's own time, not a neighbour's
-            if left <= 0:
-                halted, halted_status = (
-                    f"not run: the notebook time limit of {notebook_timeout:g} s was reached "
-                    f"before cell {index}",
-                    "timeout",
-                )
-                if index in check_at:
-                    stopped.setdefault(check_at[index][0], (halted_status, halted))
-                continue
-            limit = min(cell_timeout, left)
-            if index in check_at:
-                num, k = check_at[index]
-                source = key["exercises"][str(num)]["checks"][k]["source"]
-                if num in reference.not_applicable:
-                    prelude.append(definitions(source))
-                    continue
-                code, nonce = check_snippet(
-                    "\n".join([*prelude, source]), refs.get(num, []), box.package_dir,
-                    keep=reference.keep, not_applicable=na,
-                )  # fmt: skip
-                prelude.append(definitions(source))
-                result = box.run(code, limit)
-            else:
-                result = box.run(cell.get("source", ""), limit)
-            executed += 1
-            if result.status in ("timeout", "flood"):
-                why = (
-                    result.error
-                    if result.status == "flood"
-                    else f"timeout after {limit:g} s in cell {index}"
-                    if limit == cell_timeout
-                    else f"timeout: the notebook time limit of {notebook_timeout:g} s was "
-                    f"reached in cell {index}"
-                )
-                failed[index] = why
-                halted_status = "timeout" if result.status == "timeout" else "invalid"
-                halted = f"not run: {why}"
-                if index in check_at:
-                    stopped.setdefault(check_at[index][0], (halted_status, why))
-                continue
-            if result.status == "died":
-                why = f"the kernel died in cell {index} (it crashed, exited or ran out of memory)"
-                failed[index] = why
-                halted = f"not run: {why}"
-                if index in check_at:
-                    stopped.setdefault(check_at[index][0], ("graded", why))
-                continue
-            if index not in check_at:
-                if result.status == "error":
-                    failed[index] = result.error
-                continue
-            _judge_cell(
-                reference, (num, k), parse_result(result.stdout, nonce), result.error,
-                outcome, verified, invalid,
-            )  # fmt: skip
-            if outcome[num] and index not in failed:
-                failed[index] = outcome[num][-1]
+        _run(box, steps, reference, tally, cell_timeout, notebook_timeout)
     finally:
         isolation = box.isolation
         box.close()
-    exercises = []
-    for n in sorted(int(n) for n in key["exercises"]):
-        if n in tampered:
-            exercises.append(ExerciseResult(path_text, n, False, tampered[n], "tampered"))
-        elif n in reference.not_applicable:
-            why = f"N/A exercise {n}: {reference.not_applicable[n]}"
-            exercises.append(ExerciseResult(path_text, n, False, why, "not applicable"))
-        elif n in invalid:
-            exercises.append(ExerciseResult(path_text, n, False, invalid[n], "invalid"))
-        elif n in stopped and not outcome[n]:
-            status, why = stopped[n]
-            exercises.append(ExerciseResult(path_text, n, False, why, status))
-        elif outcome[n]:
-            exercises.append(ExerciseResult(path_text, n, False, outcome[n][0]))
+    return tally.result(isolation)
+
+
+def _run(
+    box, steps: list[Step], reference: Reference, tally: Tally, cell_timeout, notebook_timeout
+):
+    """Run the plan in ``box``: each step to the end, a limit, or a dead kernel."""
+    prelude: list[str] = []  # the definitions of the checks so far, re-run before each check
+    na = tuple(sorted(reference.not_applicable))
+    for step in steps:
+        num = step.check[0] if step.check else None
+        if tally.halted:
+            tally.not_run(num)
+            continue
+        left = notebook_timeout - box.clock()  # the submission's own time, not a neighbour's
+        if left <= 0:
+            tally.halt("timeout", f"the notebook time limit of {notebook_timeout:g} s was reached "
+                       f"before cell {step.index}")  # fmt: skip
+            tally.not_run(num)
+            continue
+        limit = min(cell_timeout, left)
+        nonce = ""
+        if step.check is None:
+            result = box.run(step.source, limit)
+        elif num in reference.not_applicable:
+            prelude.append(definitions(step.source))
+            continue
         else:
-            exercises.append(
-                ExerciseResult(path_text, n, True, "", verified=" | ".join(verified[n]))
-            )
-    statuses = {e.status for e in exercises}
-    status = next((s for s in ("tampered", "timeout") if s in statuses), "graded")
-    if halted and halted_status == "invalid":  # a flood of output (not an answer-key problem)
-        status = "invalid"
-    return NotebookResult(
-        path_text, exercises, failed, executed, [i for i, _, _ in order], lab, status, isolation
-    )
+            code, nonce = check_snippet("\n".join([*prelude, step.source]), keep=reference.keep,
+                                        not_applicable=na)  # fmt: skip
+            prelude.append(definitions(step.source))
+            result = box.run(code, limit)
+        tally.executed += 1
+        if result.status in ("timeout", "flood", "died"):
+            why = {
+                "flood": result.error,
+                "died": f"the kernel died in cell {step.index} (it crashed, exited or ran out "
+                "of memory)",
+            }.get(result.status) or (
+                f"timeout after {limit:g} s in cell {step.index}" if limit == cell_timeout
+                else f"timeout: the notebook time limit of {notebook_timeout:g} s was reached in "
+                f"cell {step.index}"
+            )  # fmt: skip
+            tally.cell_failed(step.index, why)
+            status = {"timeout": "timeout", "flood": "invalid"}.get(result.status, "graded")
+            tally.halt(status, why)
+            tally.not_run(num)
+            continue
+        if step.check is None:
+            if result.status == "error":
+                tally.cell_failed(step.index, result.error)
+            continue
+        _judge(reference, step, parse_events(result.stdout, MARK, nonce), result.error, tally)
 
 
-def _judge_cell(reference, where, events, error, outcome, verified, invalid) -> None:
-    """Record the verdicts of one check cell (``where`` = (exercise, k))."""
-    num = where[0]
-    if where in reference.problems or where not in reference.events:
-        why = reference.problems.get(where, "the key's own run recorded nothing")
-        invalid[num] = f"not graded: {why} (an answer-key problem, not the student's)"
+def _judge(reference: Reference, step: Step, events: list | None, error: str, tally: Tally):
+    """Judge one check's recorded events against the reference run's, into the tally."""
+    num = step.check[0]
+    if step.check in reference.problems or step.check not in reference.events:
+        tally.key_problem(num, reference.problems.get(step.check, "the key's own run recorded "
+                                                       "nothing"))  # fmt: skip
         return
     if events is None:
-        outcome[num].append(error or "the check reported no result (did the kernel's output "
-                            "get redirected or the grader's code replaced?)")  # fmt: skip
+        tally.fail(num, error or "the check reported no result (did the kernel's output get "
+                   "redirected or the grader's code replaced?)")  # fmt: skip
+        tally.cell_failed(step.index, tally.errors[num][-1])
         return
     try:
-        violation = next(
-            (ev[1] for ev in events if isinstance(ev, list) and ev[:1] == ["violation"]), None
-        )
-        verdicts = judge(reference.events[where], events)
+        verdicts = judge(reference.events[step.check], events)
     except Exception as err:  # noqa: BLE001 - malformed results from the kernel: that one FAILs
-        outcome[num].append(f"the check's results from the kernel are malformed ({err!r:.80})")
+        tally.fail(num, f"the check's results from the kernel are malformed ({err!r:.80})")
         return
-    for v in verdicts:
-        n = v.number or num
-        if v.status == "key":
-            invalid[n] = f"not graded: {v.message} (an answer-key problem, not the student's)"
-        elif violation is not None:
-            outcome.setdefault(n, []).append(
-                f"CheckFailure: Exercise {n} -- calls the reference implementation {violation}, "
-                "which this exercise asks you to write yourself"
-            )
-        elif v.status == "fail":
-            outcome.setdefault(n, []).append(v.message)
-        elif v.status == "pass":
-            verified.setdefault(n, []).append(v.message)
+    tally.verdicts(step.index, num, verdicts)
 
 
 def grade_notebooks(

@@ -9,13 +9,16 @@
                          "references": ["labs.basics.flops.matmul_flops"]}}}
 
 ``cells`` holds the solution's code cells in order (``{"source": ...}``, or ``{"check": [N, k]}``
-for the k-th check cell of exercise N): the grader runs them once per lab in a trusted kernel to
-compute the expected values (:mod:`labs.course.verdict`).  ``checks`` lists the check cells (tagged ``exercise-N``) in notebook order with the SHA-256 of their
-source (trailing spaces and blank lines ignored); ``references`` are the names listed in the
-solution notebook's ``metadata["exercise_references"]``: reference implementations that the code
-under test must not call.  The grader runs the key's check sources, not the submission's, and
-:func:`compare` flags an exercise ``tampered`` when its check cells in the submission are missing,
-changed, added or re-tagged.
+for the k-th check of exercise N): the grader runs them once per lab in a trusted kernel to
+compute the expected values (:mod:`labs.course.reference`).  ``checks`` lists the check cells
+(tagged ``exercise-N``) in notebook order with the SHA-256 of their source (trailing spaces and
+blank lines ignored); ``graded`` the graded variants (``graded-exercise-N``), which are not in the
+student notebook (the k-th check of exercise N is ``(checks + graded)[k]``); ``references`` are the
+names listed in the solution notebook's ``metadata["exercise_references"]``: reference
+implementations that a submission's kernel does not get (:mod:`labs.course.sealed_labs`).  The
+grader runs the key's check sources, not the submission's: :func:`compare` flags an exercise
+``tampered`` when its check cells in the submission are missing, changed, added or re-tagged, and
+:func:`plan` lists what to run, cell by cell.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +41,16 @@ __all__ = [
     "load_key",
     "find_key",
     "check_cells_of",
+    "check_source",
     "compare",
+    "plan",
+    "Step",
     "write_key",
 ]
 
 KEY_DIR = REPO_ROOT / "instructor" / "keys"
-FORMAT = 2
+FORMAT = 3
+USES_REFERENCES = "uses-references"  #: the tag of cells the grader does not run
 _CHECK_TAG = re.compile(r"^exercise-(\d+)$")
 _LAB_NAME = re.compile(r"lab(\d+)", re.IGNORECASE)
 _REF_NAME = re.compile(r"^labs(\.[A-Za-z_]\w*)+$")
@@ -123,9 +131,17 @@ def build_key(info: LabInfo) -> dict[str, Any]:
             checks.append(
                 {"id": cell.get("id", ""), "sha256": source_hash(source), "source": source}
             )
-        exercises[str(num)] = {"what": ex.what, "checks": checks, "references": refs.get(num, [])}
+        graded = [
+            {"id": info.nb.cells[i].get("id", ""), "source": normalise(info.nb.cells[i].source)}
+            for i in ex.graded_cells
+        ]
+        exercises[str(num)] = {
+            "what": ex.what, "checks": checks, "graded": graded, "references": refs.get(num, []),
+        }  # fmt: skip
     where = {
-        i: [num, k] for num, ex in info.exercises.items() for k, i in enumerate(ex.check_cells)
+        i: [num, k]
+        for num, ex in info.exercises.items()
+        for k, i in enumerate([*ex.check_cells, *ex.graded_cells])
     }
     cells = [
         {"check": where[i]} if i in where else {"source": normalise(cell.source)}
@@ -148,6 +164,7 @@ def load_key(path: str | Path) -> dict[str, Any]:
         ok = ok and isinstance(key.get("cells"), list)
         for ex in key["exercises"].values() if ok else []:
             ok = ok and all("sha256" in c and "source" in c for c in ex["checks"])
+            ok = ok and all("source" in c for c in ex["graded"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise NotebookError(f"{path}: cannot read the answer key ({err})") from err
     if not ok:
@@ -232,6 +249,49 @@ def compare(nb: Any, key: dict[str, Any]) -> tuple[dict[int, list[int]], dict[in
         else:
             checks[num] = cells
     return checks, tampered
+
+
+def check_source(key: dict[str, Any], num: int, k: int) -> str:
+    """The source of the k-th check of exercise ``num``: its check cells, then graded variants."""
+    ex = key["exercises"][str(num)]
+    return [*ex["checks"], *ex["graded"]][k]["source"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing to run in a submission's kernel, in order: the submission's own code cell
+    (``check is None``) or the key's check ``(exercise, k)`` at cell ``index``."""
+
+    index: int
+    source: str
+    check: tuple[int, int] | None = None
+
+
+def plan(nb: Any, key: dict[str, Any], checks: dict[int, list[int]]) -> list[Step]:
+    """What to run for a submission, given its intact exercises' check cells (:func:`compare`):
+    its code cells in order, the key's check in place of each intact check cell, that exercise's
+    graded variants right after its last one; check cells of tampered exercises are not run, nor
+    cells tagged ``uses-references`` (they show a reference implementation at work, which the
+    submission's kernel does not have)."""
+    at = {i: (num, k) for num, cells in checks.items() for k, i in enumerate(cells)}
+    steps = []
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        if index not in at:
+            tags = [str(t) for t in cell.get("metadata", {}).get("tags", []) or []]
+            if not any(_CHECK_TAG.match(t) for t in tags) and USES_REFERENCES not in tags:
+                steps.append(Step(index, cell.get("source", "")))
+            continue
+        num, k = at[index]
+        steps.append(Step(index, check_source(key, num, k), (num, k)))
+        if k == len(checks[num]) - 1:
+            extra = len(key["exercises"][str(num)]["graded"])
+            steps += [
+                Step(index, check_source(key, num, k + 1 + j), (num, k + 1 + j))
+                for j in range(extra)
+            ]
+    return steps
 
 
 def write_key(info: LabInfo, key_dir: str | Path | None = None) -> tuple[Path, str]:

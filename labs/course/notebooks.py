@@ -6,12 +6,17 @@ like this (see CONTRIBUTING.md):
 * solution code sits between ``# BEGIN SOLUTION exercise-N: <what to implement>`` and
   ``# END SOLUTION`` lines, in a code cell tagged ``hide-input``;
 * the cells that check exercise N are tagged ``exercise-N``;
-* later cells that use exercise N's result are tagged ``uses-exercise-N``.
+* the *graded variants* of those checks, cells tagged ``graded-exercise-N`` and ``remove-cell``
+  right after them: the same assertions on inputs the student never sees, run by the book and by
+  the grader, absent from the student notebook (so a visible literal or formula cannot stand in
+  for the student's answer);
+* later cells that use exercise N's result are tagged ``uses-exercise-N``; cells that show a
+  reference implementation at work (which a graded kernel does not have) ``uses-references``.
 
 :func:`parse_lab` checks all of this and returns where each exercise lives; every problem raises
 :class:`NotebookError` naming the notebook, the cell and what to do.  :func:`student_version`
-replaces each solution block by ``raise NotImplementedError("Exercise N: ...")``, drops the guard
-cells of the prose and clears outputs.
+replaces each solution block by ``raise NotImplementedError("Exercise N: ...")``, drops the graded
+variants and the guard cells of the prose, and clears outputs.
 """
 
 from __future__ import annotations
@@ -26,24 +31,16 @@ from typing import Any
 import nbformat
 
 __all__ = [
-    "NotebookError",
-    "Exercise",
-    "LabInfo",
-    "REPO_ROOT",
-    "load_notebook",
-    "parse_lab",
-    "student_version",
-    "strip_outputs",
-    "write_notebook_atomic",
-    "dumps",
-]
+    "NotebookError", "Exercise", "LabInfo", "REPO_ROOT", "load_notebook", "parse_lab",
+    "student_version", "strip_outputs", "write_notebook_atomic", "dumps",
+]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 BEGIN_RE = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\b(?P<rest>.*)$")
 END_RE = re.compile(r"^[ \t]*# END SOLUTION\b")
 BEGIN_ARGS_RE = re.compile(r"^\s+exercise-(?P<num>\d+)\s*:\s*(?P<what>\S.*?)\s*$")
-TAG_RE = re.compile(r"^(?P<kind>exercise|uses-exercise)-(?P<num>\d+)$")
+TAG_RE = re.compile(r"^(?P<kind>exercise|uses-exercise|graded-exercise)-(?P<num>\d+)$")
 
 
 class NotebookError(ValueError):
@@ -59,6 +56,7 @@ class Exercise:
     solution_cells: list[int] = field(default_factory=list)
     check_cells: list[int] = field(default_factory=list)
     uses_cells: list[int] = field(default_factory=list)
+    graded_cells: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -191,6 +189,9 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
                         "(remove the hide-input/remove-input tag)"
                     )
                 get(num).check_cells.append(index)
+            elif m.group("kind") == "graded-exercise":
+                _graded_cell(where, cell, nb, index, num)
+                get(num).graded_cells.append(index)
             else:
                 uses.setdefault(num, []).append(index)
 
@@ -214,6 +215,14 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
                 f"{_cell_name(path, first, nb.cells[first])}: exercise {num} has a solution but no "
                 f"check cell; tag the cell that checks it 'exercise-{num}'"
             )
+    special = {i for ex in exercises.values() for i in (*ex.solution_cells, *ex.check_cells,
+                                                         *ex.graded_cells)}  # fmt: skip
+    for index, cell in enumerate(nb.cells):
+        if "uses-references" in _tags(cell) and (index in special or cell.cell_type != "code"):
+            raise NotebookError(
+                f"{_cell_name(path, index, cell)}: uses-references marks an ordinary code cell "
+                "(the grader skips it), not a solution, check or graded cell"
+            )
     for num, cells in uses.items():
         if num not in exercises:
             raise NotebookError(
@@ -222,6 +231,27 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
             )
         exercises[num].uses_cells.extend(cells)
     return LabInfo(path=path, nb=nb, exercises=dict(sorted(exercises.items())))
+
+
+def _graded_cell(where: str, cell: Any, nb: Any, index: int, num: int) -> None:
+    """A graded variant: a code cell removed from the book, right after exercise num's checks."""
+    tags = _tags(cell)
+    if cell.cell_type != "code" or "remove-cell" not in tags:
+        raise NotebookError(
+            f"{where}: a graded variant of exercise {num}'s check must be a code cell tagged "
+            "remove-cell (the book hides it, the student notebook drops it)"
+        )
+    if f"exercise-{num}" in tags or BEGIN_RE.search(cell.get("source", "")):
+        raise NotebookError(f"{where}: a graded variant is neither a check cell nor a solution")
+    before = next(
+        (c for c in reversed(nb.cells[:index]) if c.cell_type == "code"), None
+    )  # the code cell right before it
+    previous = set(_tags(before)) if before is not None else set()
+    if not previous & {f"exercise-{num}", f"graded-exercise-{num}"}:
+        raise NotebookError(
+            f"{where}: a graded-exercise-{num} cell must come right after exercise {num}'s last "
+            "check cell (or another of its graded variants)"
+        )
 
 
 def strip_outputs(nb: Any) -> Any:
@@ -247,6 +277,7 @@ def student_version(info: LabInfo) -> Any:
     """
     nb = strip_outputs(info.nb)
     solution_cells = {i for ex in info.exercises.values() for i in ex.solution_cells}
+    graded = {i for ex in info.exercises.values() for i in ex.graded_cells}
     for index in sorted(solution_cells):
         cell = nb.cells[index]
         out: list[str] = []
@@ -270,9 +301,7 @@ def student_version(info: LabInfo) -> Any:
             cell.metadata["tags"] = tags
         else:
             cell.metadata.pop("tags", None)
-    # Guard cells (hidden, "# guard: name" above asserts) hold the book's verdicts for the
-    # reference run; a student's run is judged by the checks, so they stay out of the student's copy.
-    nb.cells = [c for c in nb.cells if not _is_guard_cell(c)]
+    nb.cells = [c for i, c in enumerate(nb.cells) if i not in graded and not _is_guard_cell(c)]
     return nb
 
 

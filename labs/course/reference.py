@@ -1,11 +1,12 @@
 """The reference run: the key's own solution, run once per lab in a trusted sealed kernel.
 
 Before any submission's kernel starts, :func:`reference_run` runs the solution's code cells
-(stored in the answer key, :mod:`labs.course.key`) in a :class:`~labs.course.sandbox.Sandbox` and,
-at every check cell, the reference version of the check (:mod:`labs.course.rewrite`) under
-:mod:`labs.course.recorder`: every argument of every assertion is recorded as plain data.  These
-are the expected values a submission's got values are compared with
-(:func:`labs.course.verdict.judge`); they never enter a submission's kernel.  An exercise whose
+(stored in the answer key, :mod:`labs.course.key`) in a :class:`~labs.course.sandbox.Sandbox` with
+the full ``labs`` package and, at every check cell and graded variant, the reference version of
+the check (:mod:`labs.course.snippet`): every argument of every assertion is recorded as plain
+data.  These are the expected values (and exception types, patterns, tolerances, facts) a
+submission's values are compared with (:func:`labs.course.verdict.judge`); they never enter a
+submission's kernel.  An exercise whose
 ``needs=`` are missing here is recorded as not applicable.  Runs are cached per key text within a
 process, so grading a class runs each lab's solution once.
 """
@@ -18,9 +19,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from labs.course.protect import check_snippet, definitions, parse_result
-from labs.course.rewrite import loaded_names, rewrite
+from labs.course.decode import parse_events
+from labs.course.key import check_source
+from labs.course.rewrite import rewrite
 from labs.course.sandbox import Sandbox
+from labs.course.snippet import MARK, check_snippet, definitions
+from labs.course.unused import loaded_names
 
 __all__ = ["CELL_TIMEOUT", "NOTEBOOK_TIMEOUT", "GraderError", "Reference", "reference_run"]
 
@@ -39,20 +43,25 @@ class Reference:
     events: dict[tuple[int, int], list]  #: (exercise, k) -> the recorder's events
     not_applicable: dict[int, str]  #: exercise -> why it cannot run here
     problems: dict[tuple[int, int], str]  #: check cells the key's own run could not record
-    keep: set[str]  #: names other cells read (see :func:`labs.course.verdict.rewrite`)
+    keep: set[str]  #: names other cells read (see :func:`labs.course.rewrite.rewrite`)
 
 
 def _keep(key: dict[str, Any]) -> set[str]:
-    """Names that code other than expected arguments reads: assignments to them always stay."""
-    plain = [c["source"] for c in key["cells"] if "source" in c]
-    checks = [c["source"] for ex in key["exercises"].values() for c in ex["checks"]]
-    everything = loaded_names(plain + checks)
-    keep = loaded_names(plain)
-    for source in checks:
-        try:
-            keep |= loaded_names([rewrite(source, True, everything)[0]])
-        except SyntaxError:
-            continue
+    """Names that code other than expected arguments reads: assignments to them always stay.
+
+    The solution's plain cells run as they are in a submission's kernel; a check reads what its
+    own student version still reads (another check's name may be one of them)."""
+    plain = loaded_names([c["source"] for c in key["cells"] if "source" in c])
+    checks = [check_source(key, *c["check"]) for c in key["cells"] if "check" in c]
+    keep = set(plain)
+    for _ in range(2):  # a name one check keeps may keep another check's assignment
+        found = set(plain)
+        for source in checks:
+            try:
+                found |= loaded_names([rewrite(source, True, keep)[0]])
+            except SyntaxError:
+                continue
+        keep = found
     return keep
 
 
@@ -104,16 +113,14 @@ def _run(key: dict[str, Any], cell_timeout: float, notebook_timeout: float, isol
                     box.run(c["source"], left)
                 continue
             num, k = c["check"]
-            source = key["exercises"][str(num)]["checks"][k]["source"]
+            source = check_source(key, num, k)
             if left <= 0 or not box.alive():
                 problems[(num, k)] = "the key's own run stopped before this check (time limit)"
                 continue
-            code, nonce = check_snippet(
-                "\n".join([*prelude, source]), [], box.package_dir, student=False, keep=keep
-            )
+            code, nonce = check_snippet("\n".join([*prelude, source]), student=False, keep=keep)
             prelude.append(definitions(source))
             result = box.run(code, left)
-            found = parse_result(result.stdout, nonce)
+            found = parse_events(result.stdout, MARK, nonce)
             if found is None:
                 problems[(num, k)] = (
                     f"the key's own run of this check gave no result ({result.error})"

@@ -7,8 +7,13 @@ For every lab notebook (default: ``book/labs/*.ipynb``) this
 3. writes the student version to ``student/<name>.ipynb``: solutions replaced by
    ``raise NotImplementedError("Exercise N: ...")``, outputs cleared;
 4. writes the answer key to ``instructor/keys/<name>.json`` (:mod:`labs.course.key`): the check
-   cells' sources and hashes and the reference implementations each exercise must not call.  The
-   grader (``labs-grade``) grades against it; it never goes into ``student/``.
+   cells' sources and hashes, the reference implementations each exercise must not call and the
+   points each exercise is worth (:mod:`labs.course.points`; metadata ``exercise_points``,
+   default 1).  The grader (``labs-grade``) grades against it; it never goes into ``student/``.
+
+``--gradescope DIR`` also writes a Gradescope autograder bundle per lab, ``DIR/<lab>.zip``
+(:mod:`labs.course.gradescope`: ``setup.sh``, ``run_autograder``, the key and the ``labs`` wheel
+of this checkout).
 
 Every notebook is validated before anything is written, and every file is written through a
 temporary file and a rename, so a bad notebook leaves nothing half-written.  ``--check`` writes
@@ -24,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from labs.course.key import KEY_DIR, write_key
+from labs.course.key import KEY_DIR, build_key, key_text
 from labs.course.notebooks import (
     REPO_ROOT,
     NotebookError,
@@ -34,9 +39,10 @@ from labs.course.notebooks import (
     strip_outputs,
     student_version,
 )
+from labs.course.points import exercise_points, with_points
 from labs.course.setup_cell import setup_cell_source
 
-__all__ = ["main", "default_labs", "prepare"]
+__all__ = ["main", "build_parser", "default_labs", "prepare"]
 
 
 def default_labs() -> list[Path]:
@@ -77,11 +83,12 @@ def prepare(path: Path, student_dir: Path, key_dir: Path = KEY_DIR) -> list[tupl
             }
     if not info.exercises:
         raise NotebookError(f"{path}: a lab needs at least one exercise (tag its check cell)")
-    key_path, key = write_key(parse_lab(path, nb), key_dir)
+    solution = parse_lab(path, nb)
+    key = with_points(build_key(solution), exercise_points(solution))
     return [
         (path, dumps(nb)),
         (student_dir / path.name, dumps(student_version(info))),
-        (key_path, key),
+        (key_dir / f"{path.stem}.json", key_text(key)),
     ]
 
 
@@ -93,12 +100,27 @@ def _write_atomic(text: str, path: Path) -> None:
     tmp.replace(path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments of ``labs-release``."""
     parser = argparse.ArgumentParser(prog="labs-release", description=__doc__.split("\n")[0])
     parser.add_argument("labs", nargs="*", type=Path, help="lab notebooks (default: book/labs/*)")
     parser.add_argument("--student-dir", type=Path, default=REPO_ROOT / "student")
     parser.add_argument("--key-dir", type=Path, default=KEY_DIR, help="where answer keys go")
     parser.add_argument("--check", action="store_true", help="write nothing; fail if out of date")
+    parser.add_argument(
+        "--gradescope", type=Path, metavar="DIR",
+        help="also write a Gradescope autograder bundle per lab: DIR/<lab>.zip",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gradescope-visibility", default="visible",
+        choices=["visible", "hidden", "after_due_date", "after_published"],
+        help="when students see each exercise's result on Gradescope (default: visible)",
+    )  # fmt: skip
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     labs = args.labs or default_labs()
@@ -133,6 +155,29 @@ def main(argv: list[str] | None = None) -> int:
                 f"wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
             )
     print(f"{len(labs)} lab(s) released; {len(stale)} file(s) updated")
+    if args.gradescope is not None:
+        return _gradescope(labs, args)
+    return 0
+
+
+def _gradescope(labs: list[Path], args) -> int:
+    """Write one Gradescope autograder bundle per lab (the keys just written)."""
+    import tempfile
+
+    from labs.course.bundle import build_wheel, write_bundle
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="labs-wheel-") as tmp:
+            wheel = build_wheel(Path(tmp))
+            for lab in labs:
+                archive = write_bundle(
+                    args.key_dir / f"{lab.stem}.json", args.gradescope, wheel,
+                    visibility=args.gradescope_visibility,
+                )  # fmt: skip
+                print(f"wrote {archive} (upload it as the autograder of {lab.stem} on Gradescope)")
+    except (NotebookError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,120 +1,29 @@
-"""The verdict, made in the grader's process: decode what a kernel recorded, and compare.
+"""The verdict, made in the grader's process: replay a check's assertions on recorded values.
 
 The submission's kernel ran the student version of a check cell (:mod:`labs.course.rewrite`)
-under :mod:`labs.course.recorder` and printed the got values as plain data; the trusted reference
-run did the same with every argument.  :func:`judge` replays the assertions of
-:class:`labs.course.checks.Check` here, on the decoded values: the same comparisons, tolerances and
-messages as in the book.  A got value that is not plain data fails with its type named; a
-condition must be an exact ``bool``; comparisons of ``check.true(a == b)`` are made here.  Check
-inputs must be deterministic (seeded), since the expected values come from another process.
+under :mod:`labs.course.recorder` and printed the student's values and their facts as plain data;
+the trusted reference run did the same with every argument.  :func:`judge` replays the assertions
+of :class:`labs.course.checks.Check` here, on the decoded values (:mod:`labs.course.decode`): the
+same comparisons, tolerances and messages as in the book, with the expected side, the operator and
+the exception to expect taken from the reference run only.  A got value that is not plain data
+fails with its type named; an assertion the kernel skipped or added fails the exercise; an error
+raised by the student's code is reported with the assertion it interrupted and its expected value.
+Check inputs must be deterministic (seeded), since the expected values come from another process.
 """
 
 from __future__ import annotations
 
-import base64
 import inspect
-import json
-import operator
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from labs.course.checks import ASSERTIONS, Check, CheckFailure
+from labs.course.decode import contains_not_plain, decode, decode_facts
+from labs.course.values import describe, norm_prop
 
-from labs.course.checks import Check, CheckFailure, _short
-
-__all__ = ["decode", "judge", "parse_events", "NotPlain", "Opaque", "Verdict"]
-
-_SYMBOL = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtE": "<=", "Gt": ">", "GtE": ">=", "In": "in",
-           "NotIn": "not in"}  # fmt: skip
-_APPLY = {
-    "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
-    "Gt": operator.gt, "GtE": operator.ge, "In": lambda a, b: a in b,
-    "NotIn": lambda a, b: a not in b,
-}  # fmt: skip
+__all__ = ["judge", "Verdict", "RecordedCheck"]
 
 
-# -- decoding ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NotPlain:
-    """A got value that was not plain data (only its type name came back)."""
-
-    what: str
-
-    def __repr__(self) -> str:
-        return f"<{self.what}>"
-
-
-@dataclass(frozen=True)
-class Opaque:
-    """A dtype or device, compared by its name."""
-
-    text: str
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _array(spec: Any) -> np.ndarray:
-    dtype, shape, raw = spec
-    dt = np.dtype(str(dtype))
-    if dt.kind not in "biufc" or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise ValueError("bad array")
-    data = base64.b64decode(raw, validate=True)
-    if len(data) != dt.itemsize * int(np.prod(shape, dtype=np.int64)):
-        raise ValueError("bad array size")
-    return np.frombuffer(data, dtype=dt).reshape(shape).copy()
-
-
-def decode(x: Any, depth: int = 0) -> Any:
-    """Plain data from :func:`labs.course.recorder.encode`'s JSON (malformed: :class:`NotPlain`)."""
-    if x is None or type(x) in (bool, int, float, str):
-        return x
-    try:
-        if type(x) is not dict or len(x) != 1 or depth > 40:
-            raise ValueError
-        ((tag, v),) = x.items()
-        if tag in ("t", "l"):
-            items = [decode(e, depth + 1) for e in v]
-            return tuple(items) if tag == "t" else items
-        if tag == "d":
-            return {decode(k, depth + 1): decode(e, depth + 1) for k, e in v}
-        if tag == "counter":
-            return Counter({decode(k, depth + 1): decode(e, depth + 1) for k, e in v})
-        if tag == "set":
-            return {decode(e, depth + 1) for e in v}
-        if tag == "nd":
-            return _array(v)
-        if tag == "ns":
-            return _array(v)[()]
-        if tag == "f" and v in ("nan", "inf", "-inf"):
-            return float(v)
-        if tag in ("dt", "cls") and type(v) is str:
-            return Opaque(v)
-        if tag == "c":
-            return complex(decode(v[0], depth + 1), decode(v[1], depth + 1))
-        if tag == "b" and type(v) is str:
-            return base64.b64decode(v, validate=True)
-        if tag == "bad" and type(v) is str:
-            return NotPlain(v[:200])
-        if tag == "raised":
-            return {"raised": v}
-    except (ValueError, TypeError, KeyError):
-        pass
-    return NotPlain("malformed result data")
-
-
-def _contains_not_plain(x: Any) -> NotPlain | None:
-    if isinstance(x, NotPlain):
-        return x
-    if isinstance(x, tuple | list | set):
-        return next((n for e in x if (n := _contains_not_plain(e))), None)
-    if isinstance(x, dict):
-        return next((n for kv in x.items() for e in kv if (n := _contains_not_plain(e))), None)
-    return None
-
-
-# -- judging ---------------------------------------------------------------------------------------
 @dataclass
 class Verdict:
     """The outcome of one exercise block of one check cell."""
@@ -124,77 +33,107 @@ class Verdict:
     message: str
 
 
-def _bind(method: str, args: list, kwargs: dict) -> inspect.BoundArguments:
-    fn = getattr(Check, "true" if method == "compare" else method)
-    extra = [None] if method == "raises" else []
-    return inspect.signature(fn).bind(None, None, *extra, *args, **kwargs)
+class RecordedCheck(Check):
+    """A :class:`Check` whose facts and raised exceptions are the ones a kernel recorded."""
+
+    recorded_facts: dict = {}
+    recorded_raise: list | None = None
+
+    def _facts(self, got: Any) -> dict:
+        return self.recorded_facts
+
+    def _raised(self, fn, args, kw) -> list | None:
+        return self.recorded_raise
 
 
-def _assert(check: Check, method: str, got: Any, args: list, kwargs: dict) -> None:
-    """Replay one assertion of the reference run on the submission's ``got`` (raises on fail)."""
+def _bind(method: str, args: list, kwargs: dict) -> dict:
+    """The reference run's arguments of one assertion, by parameter name (raises on a bad key)."""
+    fn = getattr(Check, method, None)
+    if method not in ASSERTIONS or fn is None:
+        raise CheckFailure(f"the key's check calls check.{method}, which is not an assertion")
+    if method == "raises":  # raises(exc_type, fn, *args, what=, match=): the key's are recorded
+        bound = inspect.signature(fn).bind(None, *args[:1], None, **kwargs)
+        return {k: bound.arguments.get(k) for k in ("exc_type", "what", "match")}
+    sig = inspect.signature(fn)
+    mine = list(sig.parameters)[1 : 1 + ASSERTIONS[method]]  # the student's side: not the key's
+    bound = sig.bind(None, *[None] * len(mine), *args, **kwargs)
+    return {k: v for k, v in bound.arguments.items() if k != "self" and k not in mine}
+
+
+def _assert(check: RecordedCheck, method: str, got: Any, facts: Any, ref: dict) -> None:
+    """Replay one assertion of the reference run (arguments ``ref``) on a kernel's record."""
+    what = ref.get("what", "")
+    check.recorded_facts = decode_facts(facts)
     if method == "raises":
-        bound = _bind("raises", [], {k: v for k, v in kwargs.items() if k == "what"})
-        exc, what = args[0], bound.arguments.get("what")
         seen = got.get("raised") if isinstance(got, dict) else None
-        if not isinstance(exc, str):
+        check.recorded_raise = seen
+        exc = ref.get("exc_type")
+        if exc is None:
             raise CheckFailure(f"{check.label} -- {what}: the key names no exception type")
-        if seen is None:
-            check._fail(f"{what}: expected {exc}, but nothing was raised")
-        names, message = seen
-        if exc not in names:
-            check._fail(f"{what}: expected {exc}, got {names[0]}: {message}")
-        check._ok(what)
+        check.raises(exc, None, what=what, match=ref.get("match"))
         return
-    bound = _bind(method, args, kwargs)
-    what = bound.arguments.get("what", "")
-    bad = _contains_not_plain(got[:2] if method == "compare" else got)
+    bad = contains_not_plain(got)
     if bad is not None:
         check._fail(
             f"{what}: the code under test gave {bad.what}, which is not plain data (int, float, "
             "str, bool, None, tuple/list/dict/set of those, numpy array or torch tensor)"
         )
-    if method == "compare":
-        left, right, op = got
-        try:
-            got = bool(_APPLY[op](left, right))
-        except (ValueError, TypeError, KeyError) as err:
-            check._fail(f"{what}: cannot compare {type(left).__name__} with "
-                        f"{type(right).__name__}: {err}")  # fmt: skip
-        if not got:  # the message was made in the reference run: say what this submission gave
-            hint = bound.arguments.get("hint", "")
-            check._fail(f"{what}{f'. Hint: {hint}' if hint else ''} (this submission: "
-                        f"{_short(left)} {_SYMBOL[op]} {_short(right)} does not hold)")  # fmt: skip
-        method = "true"
-    if method == "true":  # truth of plain data, taken here (never a __bool__ of the kernel's)
-        try:
-            got = bool(got)
-        except (ValueError, TypeError) as err:
-            check._fail(f"{what}: the condition has no single truth value: {err}")
-    rest = {k: v for k, v in bound.arguments.items() if k not in ("self", "condition", "got")}
-    getattr(check, method)(got, **rest)
+    rest = dict(ref)
+    if method == "shares_memory":
+        check.shares_memory(None, None, **rest)
+    elif method in ("instance", "props", "uses"):
+        getattr(check, method)(None, **rest)
+    else:
+        getattr(check, method)(got, **rest)
 
 
-def _error_message(label: str, names: list, message: str, passed: int) -> str:
-    if "NotImplementedError" in names:
+def expectation(method: str, ref: dict) -> str:
+    """What an assertion expects, in words (for the message of an error that interrupted it)."""
+    if method in ("equal", "close"):
+        return f"expected {describe(ref.get('expected'))}"
+    if method == "one_of":
+        return f"expected one of {ref.get('allowed')}"
+    if method == "between":
+        return f"expected a value in [{ref.get('low')}, {ref.get('high')}]"
+    if method == "raises":
+        return f"expected {norm_prop('type', ref.get('exc_type'))} to be raised"
+    if method == "instance":
+        return f"expected an instance of {norm_prop('type', ref.get('cls'))}"
+    if method == "props":
+        return f"expected {ref.get('expected')}"
+    if method == "uses":
+        return f"expected its code to use {ref.get('names')}"
+    return f"expected shared memory: {ref.get('expected')}"
+
+
+def _short_name(names: list) -> str:
+    return str(names[0]).removeprefix("builtins.") if names else "an exception"
+
+
+def _error_message(label: str, names: list, message: str, passed: int, pending: str) -> str:
+    short = {str(n).rsplit(".", 1)[-1] for n in names}
+    if "NotImplementedError" in short:
         return f"{label} -- not implemented yet: {message}"
-    if "NameError" in names:
+    if "NameError" in short:
         return (f"{label} -- NameError: {message}: the cell that should define it has not run "
                 "successfully (is it still a stub, or did it raise?)")  # fmt: skip
-    if "ReferenceUsed" in names:
+    if "ReferenceUsed" in short:
         return f"{label} -- {message}"
     after = f" after {passed} passing check(s)" if passed else ""
-    return f"{label} -- the code under test raised {names[0]}{after}: {message}"
+    return f"{label} -- {pending}the code under test raised {_short_name(names)}{after}: {message}"
+
+
+_SHAPES = {"begin": 3, "call": 6, "error": 3, "end": 1, "na": 2}
 
 
 def _well_formed(ev: Any) -> bool:
     """Whether an event has the recorder's shape (a forged or garbled one is ignored)."""
     if not isinstance(ev, list) or not ev or not isinstance(ev[0], str):
         return False
-    shapes = {"begin": 3, "call": 5, "error": 3, "end": 1, "na": 2, "violation": 2}
-    if shapes.get(ev[0]) != len(ev):
+    if _SHAPES.get(ev[0]) != len(ev):
         return False
     if ev[0] == "call":
-        return isinstance(ev[1], str) and isinstance(ev[3], list) and isinstance(ev[4], dict)
+        return isinstance(ev[1], str) and isinstance(ev[4], list) and isinstance(ev[5], dict)
     if ev[0] == "error":
         names = ev[1]
         return bool(names) and isinstance(names, list) and all(isinstance(n, str) for n in names)
@@ -219,6 +158,44 @@ def _blocks(events: list) -> tuple[list[tuple[Any, Any, list]], list | None]:
     return blocks, outside
 
 
+def _reference_calls(label: str, events: list) -> list[tuple[str, dict]]:
+    """The key's assertions of one block as ``(method, arguments)``, each checked on the
+    reference run's own values (raises :class:`CheckFailure` when the key's run fails them)."""
+    err = next((ev for ev in events if ev[0] == "error"), None)
+    if err is not None:
+        raise CheckFailure(f"{err[1][0]}: {err[2]}")
+    calls, check = [], RecordedCheck(label)
+    for _, method, got, facts, args, kwargs in (ev for ev in events if ev[0] == "call"):
+        ref = _bind(method, [decode(a) for a in args], {k: decode(v) for k, v in kwargs.items()})
+        _assert(check, method, decode(got), facts, ref)
+        calls.append((method, ref))
+    return calls
+
+
+def _replay(label: str, calls: list, mine: list) -> tuple[str, RecordedCheck]:
+    """Replay the key's ``calls`` on a submission's events of the same block: the failure
+    message, or ``""`` when every assertion held."""
+    check = RecordedCheck(label)
+    try:
+        for k, (method, ref) in enumerate(calls):
+            ev = mine[k] if k < len(mine) else ["end"]
+            if ev[0] == "error":
+                pending = f"{ref.get('what', '')}: {expectation(method, ref)}, but "
+                return _error_message(label, ev[1], ev[2], len(check.verified), pending), check
+            if ev[0] != "call" or ev[1] != method:
+                return (f"{label} -- the check ran {k} assertion(s) where the key's run ran "
+                        f"{len(calls)}"), check  # fmt: skip
+            _assert(check, method, decode(ev[2]), ev[3], ref)
+        extra = mine[len(calls)] if len(mine) > len(calls) else ["end"]
+        if extra[0] == "error":
+            return _error_message(label, extra[1], extra[2], len(check.verified), ""), check
+        if extra[0] != "end":
+            return f"{label} -- the check ran more assertions than the key's run", check
+    except CheckFailure as err:
+        return str(err), check
+    return "", check
+
+
 def judge(reference: list, student: list | None) -> list[Verdict]:
     """Compare a submission's recorded events for one check cell with the reference run's."""
     out = []
@@ -234,46 +211,18 @@ def judge(reference: list, student: list | None) -> list[Verdict]:
         if na is not None:
             out.append(Verdict(number, "na", f"N/A exercise {number}: {na}"))
             continue
-        key_check = Check(label)
-        calls = [ev for ev in events if ev[0] == "call"]
         try:
-            if any(ev[0] == "error" for ev in events):
-                err = next(ev for ev in events if ev[0] == "error")
-                raise CheckFailure(f"{err[1][0]}: {err[2]}")
-            for _, method, got, args, kwargs in calls:
-                _assert(key_check, method, decode(got), [decode(a) for a in args],
-                        {k: decode(v) for k, v in kwargs.items()})  # fmt: skip
-        except CheckFailure as err:
+            calls = _reference_calls(label, events)
+        except (CheckFailure, TypeError) as err:
             out.append(Verdict(number, "key", f"the answer key's own run of {label} failed: {err}"))
             continue
         if i >= len(stu_blocks):
             why = stu_outside[2] if stu_outside else "the check did not run"
             names = stu_outside[1] if stu_outside else ["Error"]
-            out.append(Verdict(number, "fail", _error_message(label, names, why, 0)))
+            out.append(Verdict(number, "fail", _error_message(label, names, why, 0, "")))
             continue
-        check = Check(label)
         mine = [ev for ev in stu_blocks[i][2] if ev[0] in ("call", "error", "end")]
-        message = ""
-        try:
-            for k, (_, method, _, args, kwargs) in enumerate(calls):
-                ev = mine[k] if k < len(mine) else ["end"]
-                if ev[0] == "error":
-                    message = _error_message(label, ev[1], ev[2], len(check.verified))
-                    break
-                if ev[0] != "call" or ev[1] != method:
-                    message = (f"{label} -- the check ran {k} assertion(s) where the key's run "
-                               f"ran {len(calls)}")  # fmt: skip
-                    break
-                _assert(check, method, decode(ev[2]), [decode(a) for a in args],
-                        {k2: decode(v) for k2, v in kwargs.items()})  # fmt: skip
-            else:
-                extra = mine[len(calls)] if len(mine) > len(calls) else ["end"]
-                if extra[0] == "error":
-                    message = _error_message(label, extra[1], extra[2], len(check.verified))
-                elif extra[0] != "end":
-                    message = f"{label} -- the check ran more assertions than the key's run"
-        except CheckFailure as err:
-            message = str(err)
+        message, check = _replay(label, calls, mine)
         if message:
             out.append(Verdict(number, "fail", f"CheckFailure: {message}"))
         elif not check.verified:
@@ -282,15 +231,3 @@ def judge(reference: list, student: list | None) -> list[Verdict]:
             head = f"PASS exercise {number}" + (f": {title}" if title else "")
             out.append(Verdict(number, "pass", f"{head} — {check.summary()}"))
     return out
-
-
-def parse_events(stdout: str, mark: str, nonce: str) -> list | None:
-    """The events line tagged with ``nonce`` (the last one), or ``None``."""
-    found = None
-    for line in stdout.split("\n"):
-        if line.startswith(mark + nonce + " "):
-            try:
-                found = json.loads(line[len(mark) + len(nonce) + 1 :])
-            except ValueError:
-                found = None
-    return found if isinstance(found, list) else None

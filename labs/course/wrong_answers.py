@@ -7,9 +7,9 @@ and :func:`check_wrong_answers` runs them:
 
 1. the solution notebook runs once, top to bottom, in a fresh Jupyter kernel (from its own folder);
 2. for each wrong answer, the cells from the exercise's first solution cell to its last check cell
-   run again with the mutation applied; the mutated solution cells must themselves run without
-   error (a wrong answer is code that *works* but is wrong) and at least one check cell of the
-   exercise must fail;
+   or graded variant run again with the mutation applied; the mutated solution cells must
+   themselves run without error (a wrong answer is code that *works* but is wrong) and at least
+   one check cell (or graded variant) of the exercise must fail;
 3. the original cells run again, so the next wrong answer starts from the solution's state.
 
 Example::
@@ -163,9 +163,10 @@ def check_wrong_answers(
         outcomes = []
         for wrong, changed in zip(wrongs, mutations):
             ex = info.exercises[wrong.exercise]
+            checks = [*ex.check_cells, *ex.graded_cells]  # the visible checks and graded variants
             span = [
                 i
-                for i in range(min(ex.solution_cells), max(ex.check_cells) + 1)
+                for i in range(min(ex.solution_cells), max(checks) + 1)
                 if cells[i].cell_type == "code"
             ]
             invalid, failed = "", ""
@@ -173,7 +174,7 @@ def check_wrong_answers(
                 err = kernel.run(changed.get(i, cells[i].source), timeout)
                 if err and i in changed and not invalid:
                     invalid = f"the wrong answer itself raises in cell {i}: {err}"
-                if err and i in ex.check_cells and not failed:
+                if err and i in checks and not failed:
                     failed = err
             for i in span:  # restore the solution's state for the next wrong answer
                 if err := kernel.run(cells[i].source, timeout):

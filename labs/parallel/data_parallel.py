@@ -4,13 +4,15 @@ Every data-parallel rank holds a full replica of the model, computes the gradien
 the batch, and the ranks sum (or average) their gradients with an all-reduce, so that every replica
 applies the same update.  PyTorch's ``DistributedDataParallel`` does not all-reduce each gradient
 tensor separately: it packs them, in the order backward produces them (last layer first), into
-*buckets* of at most ``bucket_cap_mb`` (25 MB by default) and all-reduces a bucket as soon as all of
-its gradients are ready, overlapping communication with the rest of the backward pass.
+*buckets* of about ``bucket_cap_mb`` MiB (25 MiB by default; see :func:`ddp_bucket_plan` for its
+exact rule) and all-reduces a bucket as soon as all of its gradients are ready, overlapping
+communication with the rest of the backward pass.
 
 This module holds the pieces the chapter and the lab use::
 
     x_mine = shard(x, rank, world_size)                      # this rank's rows of the batch
-    plan = bucket_plan([g.nbytes for g in grads], 25e6)      # which gradients share a bucket
+    plan = bucket_plan([g.nbytes for g in grads], 25e6)      # buckets of at most 25e6 bytes
+    plan = ddp_bucket_plan([g.nbytes for g in grads])        # DDP's buckets (default caps)
     all_reduce_buckets(grads, 25e6)                          # sum them over the ranks, in place
     predicted_time(plan, sizes, p=8, link=alpha_beta.NVLINK)  # alpha-beta estimate, seconds
 """
@@ -29,6 +31,7 @@ __all__ = [
     "shard",
     "core_grads",
     "bucket_plan",
+    "ddp_bucket_plan",
     "all_reduce_buckets",
     "predicted_time",
 ]
@@ -61,8 +64,10 @@ def core_grads(model) -> list[np.ndarray]:
 def bucket_plan(sizes: Sequence[int], bucket_bytes: float) -> list[list[int]]:
     """Group gradients, in the given (backward) order, into buckets of at most ``bucket_bytes``.
 
-    A gradient larger than the cap gets a bucket of its own, as in DDP.  Returns the list of
-    buckets, each a list of indices into ``sizes`` (bytes per gradient).
+    A gradient larger than the cap gets a bucket of its own.  This is the simplest packing rule
+    (Lab 13 builds it); DDP's own rule closes a bucket only once it *reaches* the cap
+    (:func:`ddp_bucket_plan`).  Returns the list of buckets, each a list of indices into ``sizes``
+    (bytes per gradient).
     """
     if bucket_bytes <= 0:
         raise ValueError(f"bucket_plan: bucket_bytes must be positive, got {bucket_bytes}")
@@ -75,6 +80,45 @@ def bucket_plan(sizes: Sequence[int], bucket_bytes: float) -> list[list[int]]:
         else:
             buckets.append([i])
             filled = size
+    return buckets
+
+
+MIB = 1024 * 1024
+DDP_BUCKET_CAP_MB = 25  # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
+DDP_FIRST_BUCKET_BYTES = MIB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+
+
+def ddp_bucket_plan(sizes: Sequence[int], bucket_cap_mb: float | None = None) -> list[list[int]]:
+    """The buckets ``DistributedDataParallel(model, bucket_cap_mb=...)`` forms over gradients of
+    ``sizes`` bytes, given in the order the backward pass makes them ready (last layer first).
+
+    DDP's rule, from ``torch/nn/parallel/distributed.py`` and its C++ reducer: the cap is
+    ``bucket_cap_mb`` **MiB** (25 by default), a gradient joins the open bucket, and the bucket is
+    closed as soon as its bytes *reach* the cap, so every bucket but the last holds at least the cap
+    and may exceed it by part of one gradient.  With ``bucket_cap_mb=None`` (the default) the
+    first bucket, the one of the last layers, is capped at 1 MiB instead, so that the first
+    all-reduce starts early; an explicit ``bucket_cap_mb`` caps every bucket alike.  This is the
+    plan DDP rebuilds after its first step from the order in which the gradients arrived; in the
+    first step it all-reduces all gradients as one bucket.  All gradients are taken to share one
+    dtype and device (DDP buckets each dtype and device apart).  Returns a list of buckets, each a
+    list of indices into ``sizes``.
+    """
+    cap_mb = DDP_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb
+    if cap_mb <= 0:
+        raise ValueError(f"ddp_bucket_plan: bucket_cap_mb must be positive, got {bucket_cap_mb}")
+    cap = int(cap_mb * MIB)
+    caps = [DDP_FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap, cap]
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    filled = 0
+    for i, size in enumerate(sizes):
+        current.append(i)
+        filled += size
+        if filled >= caps[min(len(buckets), 1)]:
+            buckets.append(current)
+            current, filled = [], 0
+    if current:
+        buckets.append(current)
     return buckets
 
 

@@ -132,8 +132,8 @@ WRONG = [
     Wrong(
         4,
         "keeps the float weight as well",
-        old="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)",
-        new="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)\n        self.weight = nn.Parameter(linear.weight.detach().clone(), requires_grad=False)",
+        old='self.register_buffer("packed", packed)',
+        new='self.register_buffer("packed", packed)\n        self.weight = nn.Parameter(linear.weight.detach().clone(), requires_grad=False)',
     ),
     Wrong(
         4,
@@ -151,8 +151,12 @@ WRONG = [
         4,
         "always computes in float32",
         block="""
+        n_blocks = self.packed.numel() * 2 // 64
+        absmax = double_dequantize(
+            self.absmax_codes, self.absmax_scales, self.absmax_offset, n_blocks
+        )
+        w = nf4_dequantize_blocks(self.packed, absmax, self.shape)
         xc = x.float()
-        w = self.qweight.dequantize(torch.float32)
         y = F.linear(xc, w, self.bias)
         update = (xc @ self.lora_A.T) @ self.lora_B.T
         return (y + self.scaling * update).to(x.dtype)
@@ -166,7 +170,10 @@ WRONG = [
         new="self.scaling = alpha",
     ),
     Wrong(
-        4, "single quantization of the absmax", old="double_quant=True)", new="double_quant=False)"
+        4,
+        "double-quantizes the absmax in blocks of 64 (the NF4 block size) instead of 256",
+        old="codes, scales, offset = double_quantize(absmax)",
+        new="codes, scales, offset = double_quantize(absmax, 64)",
     ),
     Wrong(
         4,
@@ -189,7 +196,7 @@ WRONG = [
     Wrong(
         4,
         "keeps a dequantized float copy as a plain attribute",
-        old="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)",
-        new="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)\n        self.weight = self.qweight.dequantize(compute_dtype)",
+        old='self.register_buffer("packed", packed)',
+        new='self.register_buffer("packed", packed)\n        self.weight = nf4_dequantize_blocks(packed, absmax, self.shape)',
     ),
 ]

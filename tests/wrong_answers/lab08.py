@@ -58,6 +58,18 @@ WRONG = [
         new="if not 1 <= threads_per_block < gpu.max_warps * gpu.warp_size:",
     ),
     Wrong(2, "no warm-up copy", old="dst.copy_(src)  # warm-up, untimed", new="pass"),
+    Wrong(  # issue 35: the "bandwidth" of a copy that moves nothing
+        2,
+        "copies into a destination that aliases the source",
+        old="dst = torch.empty_like(src)",
+        new="dst = src",
+    ),
+    Wrong(
+        2,
+        "copies into a view of the source (the same memory under another name)",
+        old="dst = torch.empty_like(src)",
+        new="dst = src.view_as(src)",
+    ),
     Wrong(
         2,
         "times the warm-up as well",

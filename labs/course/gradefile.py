@@ -1,0 +1,173 @@
+"""The gradebook files ``labs-grade`` writes, and reading the JSON one back.
+
+``.csv``: one row per student x lab x exercise, columns :data:`COLUMNS` (``points`` earned and
+``max_points`` as the key sets them; both empty for an exercise that is not applicable). ``.json``:
+the same grouped by notebook, with the failing cells, the key's points per lab and, for a shard of
+a class (:mod:`labs.course.shards`), which shard it is. Every text cell goes through
+:func:`labs.course.feedback.clean` (CSV cells also through
+:func:`~labs.course.feedback.spreadsheet_cell`), so nothing the student's code printed can redraw a
+terminal or run in a spreadsheet; :func:`read_json` rebuilds the results, so that merged shards
+write the very bytes an unsharded run writes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from labs.course.feedback import clean, number, spreadsheet_cell
+from labs.course.results import ExerciseResult, NotebookResult
+
+__all__ = ["COLUMNS", "Points", "rows", "payload", "write_gradebook", "write_atomic", "read_json"]
+
+COLUMNS = [
+    "student", "lab", "exercise", "outcome", "points", "max_points", "status", "message",
+    "notebook",
+]  # fmt: skip
+FORMAT = "labs-grade/1"
+Points = dict[str, dict[int, float]]  #: lab -> exercise -> points (from the keys)
+
+
+def _student(r: NotebookResult, students: dict[str, str]) -> str:
+    return students.get(r.notebook, Path(r.notebook).stem)
+
+
+def _points(e: ExerciseResult, lab_points: dict[int, float]) -> tuple[str, str]:
+    """``(earned, possible)`` as text; both empty for N/A."""
+    if e.outcome == "N/A":
+        return "", ""
+    possible = lab_points.get(e.exercise, 1) if e.exercise else 0
+    return number(possible if e.passed else 0), number(possible)
+
+
+def rows(
+    results: list[NotebookResult], students: dict[str, str], points: Points | None = None
+) -> list[dict]:
+    """Gradebook rows, one per exercise (``students`` maps a notebook path to its student;
+    ``points`` the key's points per lab, 1 per exercise where it says nothing)."""
+    points = points or {}
+    out = []
+    for r in results:
+        for e in r.exercises:
+            earned, possible = _points(e, points.get(r.lab, {}))
+            out.append(
+                {
+                    "student": clean(_student(r, students)),
+                    "lab": clean(r.lab),
+                    "exercise": str(e.exercise) if e.exercise else "",
+                    "outcome": e.outcome,
+                    "points": earned,
+                    "max_points": possible,
+                    "status": e.status,
+                    "message": clean(e.message),
+                    "notebook": clean(r.notebook),
+                }
+            )
+    return out
+
+
+def payload(results, students, points: Points, shard: dict | None = None) -> dict[str, Any]:
+    """The JSON gradebook (``shard``: where this shard of a class stands, or none)."""
+    labs = sorted({r.lab for r in results if r.lab in points})
+    doc: dict[str, Any] = {"format": FORMAT}
+    if shard is not None:
+        doc["shard"] = shard
+    doc["points"] = {lab: {str(n): p for n, p in sorted(points[lab].items())} for lab in labs}
+    doc["notebooks"] = [
+        {
+            "notebook": clean(r.notebook),
+            "student": clean(_student(r, students)),
+            "lab": clean(r.lab),
+            "status": r.status,
+            "passed": r.passed,
+            "isolation": clean(r.isolation),
+            "check_cells": list(r.check_cells),
+            "exercises": [
+                {
+                    "exercise": e.exercise,
+                    "passed": e.passed,
+                    "status": e.status,
+                    "error": clean(e.error),
+                    "message": clean(e.message),
+                    "points": _points(e, points.get(r.lab, {}))[0],
+                    "max_points": _points(e, points.get(r.lab, {}))[1],
+                }
+                for e in r.exercises
+            ],
+            "failed_cells": {str(k): clean(v) for k, v in sorted(r.failed_cells.items())},
+        }
+        for r in results
+    ]
+    return doc
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: never a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8", newline="")
+    tmp.replace(path)
+
+
+def csv_text(header: list[str], records: list[list[str]]) -> str:
+    """CSV (RFC 4180, ``\\r\\n``) with every cell guarded against formula injection."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    writer.writerows([spreadsheet_cell(c) for c in row] for row in records)
+    return buf.getvalue()
+
+
+def write_gradebook(results, students, path: Path, points: Points, shard=None) -> None:
+    """Write the rows (``.csv``) or the per-notebook results (``.json``) through a rename."""
+    if path.suffix.lower() == ".csv":
+        table = rows(results, students, points)
+        write_atomic(path, csv_text(COLUMNS, [[row[c] for c in COLUMNS] for row in table]))
+    else:
+        write_atomic(path, json.dumps(payload(results, students, points, shard), indent=2) + "\n")
+
+
+def read_json(doc: dict[str, Any]) -> tuple[list[NotebookResult], dict[str, str], Points]:
+    """``(results, students, points)`` from a JSON gradebook written by :func:`write_gradebook`.
+
+    Raises:
+        ValueError: ``doc`` is not such a gradebook.
+    """
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"not a JSON gradebook of labs-grade (format {FORMAT!r})")
+    try:
+        points = {
+            lab: {int(n): p for n, p in ex.items()} for lab, ex in doc.get("points", {}).items()
+        }
+        results, students = [], {}
+        for nb in doc["notebooks"]:
+            exercises = [
+                ExerciseResult(
+                    nb["notebook"],
+                    e["exercise"],
+                    e["passed"],
+                    e["error"],
+                    e["status"],
+                    verified=e["message"] if e["passed"] else "",
+                )
+                for e in nb["exercises"]
+            ]
+            failed = {int(k): v for k, v in nb["failed_cells"].items()}
+            results.append(
+                NotebookResult(
+                    nb["notebook"],
+                    exercises,
+                    failed,
+                    0,
+                    list(nb["check_cells"]),
+                    nb["lab"],
+                    nb["status"],
+                    nb["isolation"],
+                )
+            )
+            students[nb["notebook"]] = nb["student"]
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f"a JSON gradebook of labs-grade, but malformed ({err!r})") from err
+    return results, students, points

@@ -1,0 +1,106 @@
+"""Adversarial wrong answers for lab 14 (pipeline schedules)."""
+
+from labs.course.wrong_answers import Wrong
+
+WRONG = [
+    Wrong(
+        1,
+        "the last rank uses o - out as the loss gradient",
+        old="grad = out - o",
+        new="grad = o - out",
+    ),
+    Wrong(
+        1,
+        "returns every layer's gradients instead of this rank's",
+        old="return local.grads[self.rank]",
+        new="return local.grads",
+    ),
+    Wrong(
+        1,
+        "the gradient of the mean squared error, (out - o) / batch, instead of half the sum",
+        old="grad = out - o",
+        new="grad = (out - o) / len(o)",
+    ),
+    Wrong(
+        2,
+        "interleaves forward and backward per micro-batch (one at a time)",
+        block="""
+        return [[pp.Action(kind, i) for i in range(m) for kind in "FB"] for _ in range(p)]
+        """,
+    ),
+    Wrong(
+        2,
+        "one micro-batch too few (range(m - 1))",
+        block="""
+        return [
+            [pp.Action("F", i) for i in range(m - 1)] + [pp.Action("B", i) for i in range(m - 1)]
+            for _ in range(p)
+        ]
+        """,
+    ),
+    Wrong(
+        3,
+        "warm-up not capped at m",
+        old="warm = min(p - 1 - r, m)",
+        new="warm = p - 1 - r",
+    ),
+    Wrong(
+        3,
+        "one warm-up forward too many (p - r)",
+        old="warm = min(p - 1 - r, m)",
+        new="warm = min(p - r, m)",
+    ),
+    Wrong(
+        3,
+        "every rank warms up with p - 1 forwards",
+        old="warm = min(p - 1 - r, m)",
+        new="warm = min(p - 1, m)",
+    ),
+    Wrong(
+        4,
+        "does not verify the gradients",
+        block="""
+        stages = make_stages(schedule.num_stages)
+        xs, ys = make_batches(schedule.m)
+        result = run_schedule(schedule, stages, xs, ys)
+        return pp.bubble_fraction(result.timeline), max(result.peak_stash)
+        """,
+    ),
+    Wrong(
+        4,
+        "verifies only the first stage's gradients",
+        old="for got, want in zip(result.grads, ref):",
+        new="for got, want in zip(result.grads[:1], ref[:1]):",
+    ),
+    # SLIPS the checks (at 347915e): executor and simulator agree on every checked schedule, so no value can tell them apart
+    Wrong(
+        4,
+        "reports the simulator's bubble and stash instead of the executed run's",
+        old="return pp.bubble_fraction(result.timeline), max(result.peak_stash)",
+        new="sim = pp.simulate(schedule)\n    return pp.bubble_fraction(sim), max(pp.peak_stash(sim))",
+    ),
+    Wrong(
+        4,
+        "the mean over ranks of the peak stash instead of the max",
+        old="max(result.peak_stash)",
+        new="round(sum(result.peak_stash) / len(result.peak_stash))",
+    ),
+    Wrong(
+        5,
+        "interleaving divides the whole bubble fraction by v",
+        old="return (p - 1) / (v * m + p - 1)",
+        new="return (p - 1) / (m + p - 1) / v",
+    ),
+    Wrong(
+        5,
+        "ZB-H1 idle time without the W credit",
+        old="return (p - 1) * (t_f + t_b - t_w)",
+        new="return (p - 1) * (t_f + t_b)",
+    ),
+    Wrong(
+        5,
+        "ZB-H1 idle time counts the full backward B + W",
+        old="return (p - 1) * (t_f + t_b - t_w)",
+        new="return (p - 1) * (t_f + t_b + t_w) - t_w",
+    ),
+]
