@@ -71,3 +71,21 @@ def test_peak_memory_measures_the_named_device():
         assert rl.peak_memory_bytes(big, device="cuda") == 0
         on_gpu = lambda: torch.ones(2**20, device="cuda")  # noqa: E731
         assert rl.peak_memory_bytes(on_gpu, device="cuda") >= 4 * 2**20
+
+
+def test_compare_times_thread_time_ignores_sleep_and_needs_one_thread():
+    import time
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(ValueError, match="set_num_threads"):
+            rl.compare_times({"a": lambda: None}, thread_time=True)
+        torch.set_num_threads(1)
+        # sleeping is wall-clock time in which this thread uses no CPU: thread time skips it
+        got = rl.compare_times({"sleep": lambda: time.sleep(0.05)}, repeats=2, thread_time=True)
+        assert got["sleep"] < 0.02
+        wall = rl.compare_times({"sleep": lambda: time.sleep(0.05)}, repeats=2)
+        assert wall["sleep"] >= 0.05
+    finally:
+        torch.set_num_threads(threads)

@@ -61,7 +61,10 @@ def test_chunk_and_retrieval():
     _, ids = rag.exact_search(x, emb.encode([chunks[5]]), 1)
     assert ids[0, 0] == 5
     prompt = rag.rag_prompt("What is a GPU?", chunks[:3], 64)
-    assert len(prompt) <= 64 and prompt.endswith("Answer:")
+    assert len(prompt) == 64 and prompt.endswith("\nQ: What is a GPU?\nA:")  # question whole
+    assert prompt.startswith(("\n".join(chunks[:3]))[-(64 - 21) :])  # then the context's end
+    with pytest.raises(ValueError, match="no room for retrieved text"):
+        rag.rag_prompt("What is a GPU?", chunks[:3], 21)
 
 
 def test_ivf_recall_grows_with_nprobe():
@@ -115,3 +118,33 @@ def test_onnx_export_matches_pytorch(tmp_path):
         idx = torch.randint(0, 96, shape)
         ref = model(idx).detach().numpy()
         np.testing.assert_allclose(export.ort_logits(sess, idx), ref, atol=1e-4, rtol=1e-4)
+
+
+def test_replay_clock_is_the_step_timer():
+    """serve_trace times each step with the clock it is given; both engines give the same greedy
+    tokens whatever the clock, and the thread's CPU time needs PyTorch on one thread."""
+    import time
+
+    from labs.inference.batching import make_trace
+    from labs.serving import replay
+
+    torch.manual_seed(0)
+    model = gpt.GPT(gpt.GPTConfig(block_size=64)).eval()
+    trace = make_trace(6, rate=100.0, prompt_len=(4, 8), mean_output=4, max_output=8, seed=0)
+    ticks = iter(range(10**6))  # a clock that advances by one "second" per reading
+    fake = replay.serve_trace("continuous", trace, model, max_batch=4, clock=lambda: next(ticks))
+    assert fake["ttft_mean_s"] >= 1  # every step took one tick of the fake clock
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(ValueError, match="set_num_threads"):
+            replay.serve_trace("static", trace, model, clock=time.thread_time)
+        torch.set_num_threads(1)
+        out = {
+            k: replay.serve_trace(k, trace, model, max_batch=4, clock=time.thread_time)
+            for k in ("static", "continuous")
+        }
+    finally:
+        torch.set_num_threads(threads)
+    assert out["static"]["outputs"] == out["continuous"]["outputs"] == fake["outputs"]
+    assert all(0 < v["ttft_mean_s"] < 1 for v in out.values())  # a tiny model: milliseconds

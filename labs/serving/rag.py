@@ -116,8 +116,19 @@ def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
 
 
 def rag_prompt(question: str, passages: list[str], max_chars: int) -> str:
-    """A prompt with retrieved context first, cut to ``max_chars`` (the model's window)."""
+    """A prompt of at most ``max_chars`` characters (what the model's window leaves for it):
+    retrieved context first, then ``"\nQ: <question>\nA:"``.
+
+    The question is always whole; the context gets the room left, keeping its end (the text
+    nearest the question). Raises ``ValueError`` when the question alone does not fit: a prompt
+    without its question, or without any context, would not be a RAG prompt.
+    """
     context = "\n".join(passages)
-    tail = f"\nQuestion: {question}\nAnswer:"
-    room = max(0, max_chars - len(tail))
-    return context[-room:] + tail if room else tail[-max_chars:]
+    tail = f"\nQ: {question}\nA:"
+    room = max_chars - len(tail)
+    if room <= 0:
+        raise ValueError(
+            f"rag_prompt: the question takes {len(tail)} of the {max_chars} characters, leaving "
+            "no room for retrieved text; ask a shorter question or give the model a longer window"
+        )
+    return context[-room:] + tail

@@ -16,6 +16,7 @@ replayed on the same trace.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -81,13 +82,17 @@ class StaticEngine:
 class PaddedRunner:
     """Executor for :func:`~labs.inference.batching.run_trace`: every step recomputes every
     running sequence (prefill and decode alike) in one right-padded forward pass; greedy.
-    Use it with ``Scheduler("static", ...)``. Returns the measured seconds and the tokens."""
+    Use it with ``Scheduler("static", ...)``. Returns the seconds the step took on ``clock``
+    (the wall clock by default; :mod:`labs.serving.replay` explains ``time.thread_time``) and
+    the tokens."""
 
-    def __init__(self, model: gpt.GPT):
+    def __init__(self, model: gpt.GPT, clock: Callable[[], float] = time.perf_counter):
         self.model = model.eval()
+        self.clock = clock
 
     def __call__(self, prefill, decode) -> tuple[float, list[int]]:
-        t0 = time.perf_counter()
+        t0 = self.clock()
         reqs = list(prefill) + list(decode)
         logits = padded_logits(self.model, [r.tokens for r in reqs])
-        return time.perf_counter() - t0, logits.argmax(-1).tolist()
+        tokens = logits.argmax(-1).tolist()
+        return self.clock() - t0, tokens

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -42,40 +43,63 @@ def peak_matmul_flops(
     sizes=(256, 512, 1024),
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
+    repeats: int = 5,
+    seed: int = 0,
+    thread_time: bool = False,
 ) -> float:
     """Best achieved FLOP/s of square ``n x n`` products over ``sizes``: the compute roof.
 
-    A vendor's peak is an upper bound that large, well-shaped products approach; the measured
-    value is what *this* machine delivers through PyTorch. On a GPU pass sizes of several
-    thousand (small products cannot fill its SMs) and choose TF32 for float32 products with
-    ``torch.backends.cuda.matmul.allow_tf32`` (:func:`labs.systems.gpu_probe.matmul_peaks`).
+    Each size is timed in ``repeats`` rounds (:func:`compare_times`) and its fastest round
+    counts: a roof is what the machine can do, and a busy moment only slows a round down (a median
+    would put the roof below what an operation timed in a quieter moment reaches). A vendor's peak
+    is an upper bound that large, well-shaped products approach; the measured value is what
+    *this* machine delivers through PyTorch at these sizes, not its limit. On a GPU pass sizes of
+    several thousand (small products cannot fill its SMs) and choose TF32 for float32 products
+    with ``torch.backends.cuda.matmul.allow_tf32`` (:func:`labs.systems.gpu_probe.matmul_peaks`).
+    ``thread_time``: as for :func:`compare_times` (one CPU thread, timed by its CPU time).
     """
-    return max(t.flop_per_s for t in flops.sweep(list(sizes), dtype=dtype, device=device))
+    gen = torch.Generator(device).manual_seed(seed)
+    best = 0.0
+    for n in sizes:
+        a = torch.randn(n, n, generator=gen, device=device).to(dtype)
+        b = torch.randn(n, n, generator=gen, device=device).to(dtype)
+        seconds = compare_times(
+            {"mm": lambda a=a, b=b: a @ b}, repeats, device, thread_time=thread_time
+        )
+        best = max(best, flops.matmul_flops(n, n, n) / seconds["mm"])
+    return best
 
 
 def stream_bandwidth(
-    n_bytes: int = 64 * 2**20, device: torch.device | str = "cpu", repeats: int = 5, seed: int = 0
+    n_bytes: int = 64 * 2**20,
+    device: torch.device | str = "cpu",
+    repeats: int = 5,
+    seed: int = 0,
+    thread_time: bool = False,
 ) -> float:
     """Achieved main-memory bandwidth in byte/s of a large copy, ``dst.copy_(src)``.
 
     A copy reads ``n_bytes`` and writes ``n_bytes``, so it moves ``2 * n_bytes``.  Pick
     ``n_bytes`` well above the last-level cache (tens of MiB on a laptop CPU, more than the
-    L2 size on a GPU: 50 MiB on an H100) or the caches, not memory, are measured.  Timed by
-    :func:`labs.basics.flops.time_fn` on ``device`` (CUDA events on a GPU).
+    L2 size on a GPU: 50 MiB on an H100) or the caches, not memory, are measured.  The fastest of
+    ``repeats`` rounds counts, as for :func:`peak_matmul_flops` (:func:`compare_times`: CUDA
+    events on a GPU; ``thread_time`` as there).
     """
     if n_bytes < 4:
         raise ValueError(f"stream_bandwidth: n_bytes must be at least 4, got {n_bytes}")
     gen = torch.Generator(device).manual_seed(seed)
     src = torch.rand(n_bytes // 4, generator=gen, device=device)
     dst = torch.empty_like(src)
-    seconds = flops.time_fn(lambda: dst.copy_(src), warmup=1, repeats=repeats, device=device)
-    return 2 * src.numel() * 4 / seconds
+    copy = {"copy": lambda: dst.copy_(src)}
+    seconds = compare_times(copy, repeats, device, thread_time=thread_time)
+    return 2 * src.numel() * 4 / seconds["copy"]
 
 
 def compare_times(
     fns: dict[str, Callable[[], object]],
     repeats: int = 5,
     device: torch.device | str | None = None,
+    thread_time: bool = False,
 ) -> dict[str, float]:
     """Best-of-``repeats`` seconds of each function, measured in interleaved rounds.
 
@@ -83,15 +107,35 @@ def compare_times(
     the minimum discards rounds a busy machine slowed down.  Use it to compare, not to report
     absolute speeds.  Each call is timed by :func:`labs.basics.flops.time_once` on ``device``
     (CUDA events on a GPU; the wall clock on the CPU or when ``device`` is ``None``).
+
+    ``thread_time=True`` times CPU work by the CPU time of the calling thread
+    (:func:`time.thread_time`) instead of the wall clock: time in which the operating system ran
+    other programs does not count, so the ratios hold on a machine shared with other work.  It
+    counts only this thread, so PyTorch must run on one (``torch.set_num_threads(1)``); on a CUDA
+    ``device`` it is ignored (CUDA events time the GPU's work).
     """
     if repeats < 1:
         raise ValueError(f"compare_times: repeats must be >= 1, got {repeats}")
+    on_cpu = device is None or torch.device(device).type == "cpu"
+    if thread_time and on_cpu and torch.get_num_threads() != 1:
+        raise ValueError(
+            "compare_times: thread_time=True counts the calling thread only, but PyTorch runs "
+            f"on {torch.get_num_threads()} threads; call torch.set_num_threads(1) first"
+        )
+
+    def once(fn: Callable[[], object]) -> float:
+        if thread_time and on_cpu:
+            start = time.thread_time()
+            fn()
+            return time.thread_time() - start
+        return flops.time_once(fn, device)
+
     for fn in fns.values():  # warm-up
         fn()
     best = {name: float("inf") for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            best[name] = min(best[name], flops.time_once(fn, device))
+            best[name] = min(best[name], once(fn))
     return best
 
 
@@ -136,9 +180,13 @@ def plot_roofline(
     points: dict[str, tuple[float, float]] | None = None,
     ax=None,
     label: str = "this machine",
+    color: str = "k",
 ):
     """Draw the roofline on log-log axes, with measured ``points = {name: (intensity, FLOP/s)}``.
 
+    ``color`` is the roof's (several roofs on one ``ax``: give each its own). Each point has its
+    own colour and marker and is named in the legend, below the axes so that it hides no point,
+    and close points never overprint each other's labels.
     Returns the matplotlib axes.  FLOP/s are shown in GFLOP/s.
     """
     import matplotlib.pyplot as plt
@@ -150,7 +198,14 @@ def plot_roofline(
     if points:
         xs += [i for i, _ in points.values()]
     grid = np.logspace(np.log10(min(xs) / 2), np.log10(max(xs) * 2), 200)
-    ax.loglog(grid, attainable_flops(grid, peak_flops, bandwidth) / 1e9, "k-", lw=2, label=label)
+    ax.loglog(
+        grid,
+        attainable_flops(grid, peak_flops, bandwidth) / 1e9,
+        "-",
+        color=color,
+        lw=2,
+        label=label,
+    )
     ax.axvline(ridge, color="grey", ls=":", lw=1)
     ax.annotate(
         f"ridge point {ridge:.3g} FLOP/B",
@@ -161,13 +216,13 @@ def plot_roofline(
         fontsize=9,
         color="grey",
     )
+    markers = "osD^vP*Xh<>"
     for k, (name, (inten, achieved)) in enumerate((points or {}).items()):
-        ax.plot(inten, achieved / 1e9, "o", ms=7)  # labels alternate above and below the points
-        offset = (6, 4) if k % 2 == 0 else (6, -14)
-        ax.annotate(name, (inten, achieved / 1e9), xytext=offset, textcoords="offset points")
+        ax.plot(inten, achieved / 1e9, markers[k % len(markers)], ms=7, color=f"C{k}", label=name)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("performance (GFLOP/s)")
     ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=3, fontsize=9, frameon=False)
     return ax
 
 
