@@ -529,6 +529,8 @@ def test_graded_variants_run_after_the_checks_and_uses_references_cells_do_not(t
     )
     nb.cells.insert(4, graded)
     nb.cells.append(cell("raise RuntimeError('needs a reference')", "uses-references"))
+    # a guard of the prose asserts the book's own run: not run in a submission's kernel either
+    nb.cells.append(cell("# guard: lab95-never\nassert False, 'a guard ran'", "remove-cell"))
     sol, key = write_lab_and_key(tmp_path / "instructor", "lab95-graded", nb)
     student = student_version(parse_lab(sol))
     assert not any("graded-exercise-1" in c.metadata.get("tags", []) for c in student.cells)
@@ -539,7 +541,8 @@ def test_graded_variants_run_after_the_checks_and_uses_references_cells_do_not(t
             for name, n in (("solution", nb), ("fitted", fitted))]  # fmt: skip
     r_sol, r_fit = grade_notebooks(subs, key=key)
     assert [e.outcome for e in r_sol.exercises] == ["PASS", "PASS"], r_sol
-    assert not r_sol.failed_cells  # the uses-references cell was not run
+    assert not r_sol.failed_cells  # neither the uses-references cell nor the guard was run
+    assert not any("guard:" in c.source for c in student.cells)  # nor given to the student
     assert r_sol.exercises[0].verified.count("PASS exercise 1") == 2  # the check and its variant
     assert r_fit.exercises[0].outcome == "FAIL"
     assert "double(5): expected 10, got 42" in r_fit.exercises[0].error

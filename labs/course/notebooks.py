@@ -307,8 +307,7 @@ def student_version(info: LabInfo) -> Any:
 
 def is_guard_cell(cell: Any) -> bool:
     """A hidden code cell holding a guard of the prose (see CLAIMS-RULES.md)."""
-    source = cell.get("source", "")
-    source = "".join(source) if isinstance(source, list) else source
+    source = "".join(cell.get("source", ""))  # a string, or a list of lines as stored on disk
     return (
         cell.get("cell_type") == "code"
         and "remove-cell" in _tags(cell)
