@@ -1,0 +1,280 @@
+"""Submissions that paste a reference implementation from ``labs``: found in their source text.
+
+The sealed copy of ``labs`` a submission's kernel imports has no reference implementation
+(:mod:`labs.course.sealed_labs`), but the student's own ``pip install`` of the book's package
+has them all: a student can paste ``labs/basics/flops.py``'s ``matmul_flops`` into a cell under
+another name and the kernel computes the right values with it.  :func:`copied_references` looks
+for that in the *source* of the cells the grader runs, in the grader's own process (nothing the
+kernel does decides it):
+
+* every function and class the submission defines, at any depth (methods, nested functions,
+  and code inside string constants that parse as Python, such as ``exec('''...''')`` or a
+  ``%%capture`` cell's body), is turned into a *normalised token sequence*: its syntax tree in
+  order, node by node, with every identifier (names, attributes, arguments) abstracted, every
+  string constant one token ``STR``, numbers kept, docstrings, comments, type annotations and
+  layout dropped — renaming variables, re-wrapping lines or deleting comments changes nothing;
+* each reference the key lists for an exercise (its full source in the grader's package: a
+  function, a class as a whole and each of its methods) is turned into the same;
+* :class:`difflib.SequenceMatcher` compares them (``ratio()``: twice the matched tokens over the
+  two lengths).  A pair at or above :data:`THRESHOLD`, where the reference has at least
+  :data:`MIN_TOKENS` tokens, marks the exercise FAIL: "cell 4 defines ``f``, which matches labs'
+  reference labs.basics.flops.matmul_flops (similarity 0.97): the exercise asks for your own
+  code".
+
+A reference shorter than :data:`MIN_TOKENS` (``return 2 * m * k * n``) is never compared: an
+honest answer looks the same.  What it cannot see: code that is not in the cells' text (decoded
+from base64 or zlib, downloaded, read from the installed package at run time), and a copy
+rewritten enough (statements reordered, loops restructured, helpers inlined) to drop below the
+threshold.  ``tests/test_grade_copied.py`` holds the calibration: zero flags on every lab's
+solution and student notebook, and the red team's style of pasted copies flagged.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import bz2
+import difflib
+import io
+import lzma
+import re
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from labs.course.sealed_labs import PACKAGE_DIR, forbidden, locate
+
+__all__ = ["THRESHOLD", "MIN_TOKENS", "Match", "tokens", "definitions", "copied_references"]
+
+THRESHOLD = 0.95  #: similarity at or above which a definition is a copy of a reference
+MIN_TOKENS = 40  #: references with fewer normalised tokens are not compared (too generic)
+_MAX_DEPTH = 3  #: code inside strings inside strings ...: how deep to look
+_SKIP_FIELDS = {"annotation", "returns", "type_comment", "ctx", "type_params"}
+_IDENT_FIELDS = {"id", "arg", "attr", "name"}  # Name, arg, Attribute, def/class/except/alias
+_BASE64 = re.compile(rb"[A-Za-z0-9+/_-]+={0,2}")
+_MAX_BLOB = 4 << 20  #: decoded blobs larger than this are not read (a zip bomb stays small)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A submission's definition that matches a reference implementation."""
+
+    cell: int
+    name: str
+    reference: str
+    similarity: float
+
+    def message(self) -> str:
+        return (
+            f"copied reference: cell {self.cell} defines {self.name}, which matches labs' "
+            f"reference {self.reference} (similarity {self.similarity:.2f}): the exercise asks "
+            "for your own code"
+        )
+
+
+def _is_doc(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def tokens(node: ast.AST) -> list[str]:
+    """The normalised token sequence of a syntax tree (pre-order; see the module's docstring)."""
+    out: list[str] = []
+    names: dict[str, str] = {}  # identifier -> its order of first use: renaming changes nothing
+
+    def ident(value: Any) -> None:
+        if isinstance(value, str):
+            out.append(names.setdefault(value, f"v{len(names)}"))
+
+    def visit(n: Any) -> None:
+        if isinstance(n, ast.expr_context) or _is_doc(n):
+            return
+        if isinstance(n, ast.Constant):
+            out.append("STR" if isinstance(n.value, str | bytes) else f"C:{n.value!r}")
+            return
+        if isinstance(n, ast.JoinedStr):  # an f-string: one string, its holes kept
+            out.append("STR")
+            for v in n.values:
+                if isinstance(v, ast.FormattedValue):
+                    visit(v.value)
+            return
+        out.append(type(n).__name__)
+        for name, value in ast.iter_fields(n):
+            if name in _SKIP_FIELDS:
+                continue
+            if name in _IDENT_FIELDS:
+                ident(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        visit(item)
+            elif isinstance(value, ast.AST):
+                visit(value)
+
+    visit(node)
+    return out
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    # IPython: line magics, shell escapes and a cell magic's first line become blank lines
+    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+    try:
+        return ast.parse("\n".join(lines))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _hidden_source(value: Any) -> str | None:
+    """The text of a string or bytes constant that may hold code: as it is when it has several
+    lines; base64 (then zlib, gzip, bz2 or lzma) decoded when it looks like a blob."""
+    if isinstance(value, str) and "\n" in value.strip():
+        return value
+    raw = value.encode("latin-1", "ignore") if isinstance(value, str) else value
+    if not isinstance(raw, bytes) or len(raw) < 64:
+        return None
+    candidates = [raw]
+    compact = re.sub(rb"\s+", b"", raw)
+    if _BASE64.fullmatch(compact):
+        for decode in (base64.b64decode, base64.urlsafe_b64decode):
+            try:
+                candidates.append(decode(compact + b"=" * (-len(compact) % 4)))
+            except ValueError:
+                pass
+    for blob in candidates:
+        for unpack in _UNPACK:
+            try:
+                text = unpack(blob).decode("utf-8")
+            except Exception:  # noqa: BLE001 - not that format (or too big): try the next
+                continue
+            if "\n" in text.strip():
+                return text
+    return None
+
+
+def _inflate(blob: bytes) -> bytes:
+    d = zlib.decompressobj(wbits=47)  # zlib or gzip header, detected
+    out = d.decompress(blob, _MAX_BLOB)
+    if d.unconsumed_tail:
+        raise ValueError("too big")
+    return out
+
+
+def _bounded(open_: Any) -> Any:
+    def unpack(blob: bytes) -> bytes:
+        with open_(io.BytesIO(blob)) as f:
+            out = f.read(_MAX_BLOB + 1)
+        if len(out) > _MAX_BLOB:
+            raise ValueError("too big")
+        return out
+
+    return unpack
+
+
+_UNPACK = (lambda b: b, _inflate, _bounded(bz2.open), _bounded(lzma.open))
+
+
+def definitions(source: str, depth: int = 0) -> list[tuple[str, list[str]]]:
+    """``[(qualified name, tokens)]`` of every def and class in ``source``, at any depth,
+    including those in string constants that parse as Python (up to :data:`_MAX_DEPTH`)."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+    found: list[tuple[str, list[str]]] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _DEFS):
+                name = f"{prefix}{child.name}"
+                found.append((name, tokens(child)))
+                walk(child, f"{name}.")
+            else:
+                if depth < _MAX_DEPTH and isinstance(child, ast.Constant):
+                    text = _hidden_source(child.value)
+                    if text:
+                        inner = definitions(text, depth + 1)
+                        found.extend((f"{n} (in a string constant)", t) for n, t in inner)
+                walk(child, prefix)
+
+    walk(tree, "")
+    return found
+
+
+@lru_cache(maxsize=512)
+def _reference_units(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``((dotted name, tokens), ...)`` of a reference: itself and, for a class, its methods."""
+    path, parts = locate(name, PACKAGE_DIR)
+    node: Any = ast.parse(path.read_text(encoding="utf-8"))
+    for part in parts:
+        node = next(n for n in node.body if isinstance(n, _DEFS) and n.name == part)
+    units = [(name, tuple(tokens(node)))]
+    if isinstance(node, ast.ClassDef):
+        units += [
+            (f"{name}.{m.name}", tuple(tokens(m)))
+            for m in node.body
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+    return tuple(u for u in units if len(u[1]) >= MIN_TOKENS)
+
+
+def similarity(a, b, floor: float = THRESHOLD) -> float:
+    """``difflib`` ratio of two token sequences; 0 when a cheap upper bound (their lengths,
+    their multisets of tokens) is already below ``floor``."""
+    if not a or not b or 2 * min(len(a), len(b)) / (len(a) + len(b)) < floor:
+        return 0.0
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.quick_ratio() < floor:
+        return 0.0
+    return matcher.ratio()
+
+
+def best_matches(
+    cells: list[tuple[int, str]], key: dict[str, Any], floor: float = THRESHOLD
+) -> dict[int, Match]:
+    """For each exercise of ``key``, its closest (cell, definition, reference) pair (scores
+    below ``floor`` may be reported as 0)."""
+    defs, seen = [], set()
+    for index, source in cells:
+        try:
+            found = definitions(source)
+        except (RecursionError, MemoryError):  # nested past what the parser can walk: no defs
+            continue
+        for name, toks in found:
+            if tuple(toks) not in seen:  # a thousand copies of one def are compared once
+                seen.add(tuple(toks))
+                defs.append((index, name, toks))
+    best: dict[int, Match] = {}
+    for ref, numbers in forbidden(key).items():
+        try:
+            units = _reference_units(ref)
+        except (LookupError, OSError, SyntaxError, StopIteration):
+            continue  # the key names what this package lacks: nothing to compare
+        for unit, ref_tokens in units:
+            for index, name, toks in defs:
+                score = similarity(ref_tokens, toks, floor)
+                for num in numbers:
+                    if num not in best or score > best[num].similarity:
+                        best[num] = Match(index, name, unit, round(score, 4))
+    return best
+
+
+def copied_references(cells: list[tuple[int, str]], key: dict[str, Any]) -> dict[int, str]:
+    """``{exercise: why}`` for the exercises whose references the submission's cells copy.
+
+    Args:
+        cells: ``(cell index, source)`` of the code cells the grader runs.
+        key: the lab's answer key (its exercises' ``references``).
+    """
+    return {
+        num: m.message()
+        for num, m in sorted(best_matches(cells, key).items())
+        if m.similarity >= THRESHOLD
+    }
