@@ -21,7 +21,7 @@ from labs.course.copied import (
     best_matches,
     copied_references,
     definitions,
-    similarity,
+    score,
     tokens,
 )
 from labs.course.grade import grade_notebooks
@@ -58,7 +58,7 @@ def test_renaming_comments_docstrings_and_layout_change_nothing():
     b = "def g(x: int, y, z) -> int:\n    t = (2 * x\n         * y)\n    return t * z"
     assert tokens(ast.parse(a).body[0]) == tokens(ast.parse(b).body[0])
     c = "def g(x, y, z):\n    t = 2 * x * y\n    return x * z"  # a different data flow
-    assert similarity(definitions(a)[0][1], definitions(c)[0][1], 0.0) < 1.0
+    assert score(definitions(a)[0][1], definitions(c)[0][1], 0.0) < 1.0
 
 
 def test_definitions_are_found_nested_in_strings_and_in_encoded_blobs():
@@ -140,6 +140,16 @@ def test_a_compressed_copy_like_the_red_teams_lab03_is_flagged():
     assert list(found) == [5] and "(in a string constant)" in found[5], found
 
 
+def test_dead_code_in_a_copy_does_not_hide_it():
+    """Renaming in order of first use shifts after an inserted statement; the all-alike
+    sequence does not."""
+    key = {"exercises": {"1": {"references": ["labs.basics.flops.matmul_flops"]}}}
+    lines = _disguise(_source("labs.basics.flops.matmul_flops")).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("def ")) + 1
+    padded = "\n".join([*lines[:at], "    _unused = 0", *lines[at:]])
+    assert list(copied_references([(0, padded)], key)) == [1]
+
+
 def test_small_references_and_other_exercises_references_are_not_compared():
     key = {"exercises": {"1": {"references": ["labs.basics.flops.matmul_flops"]},
                          "2": {"references": []}}}  # fmt: skip
@@ -147,7 +157,7 @@ def test_small_references_and_other_exercises_references_are_not_compared():
     assert copied_references([(0, tiny)], key) == {}
     pasted = _disguise(_source("labs.basics.flops.matmul_flops"))
     assert list(copied_references([(0, pasted)], key)) == [1]
-    assert len(definitions(pasted)[0][1]) >= MIN_TOKENS
+    assert len(definitions(pasted)[0][1][0]) >= MIN_TOKENS
 
 
 def test_the_grader_fails_only_the_copied_exercise(tmp_path: Path):

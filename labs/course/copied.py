@@ -9,24 +9,27 @@ kernel does decides it):
 
 * every function and class the submission defines, at any depth (methods, nested functions,
   and code inside string constants that parse as Python, such as ``exec('''...''')`` or a
-  ``%%capture`` cell's body), is turned into a *normalised token sequence*: its syntax tree in
-  order, node by node, with every identifier (names, attributes, arguments) abstracted, every
-  string constant one token ``STR``, numbers kept, docstrings, comments, type annotations and
-  layout dropped — renaming variables, re-wrapping lines or deleting comments changes nothing;
+  ``%%capture`` cell's body, or decode to it from base64 with zlib, gzip, bz2 or lzma) is turned
+  into a :func:`shape`: its syntax tree in order, node by node, every string constant one token
+  ``STR``, numbers kept, docstrings, comments, type annotations and layout dropped, and its
+  identifiers (names, attributes, arguments) either renamed in order of first use or all alike —
+  renaming variables, re-wrapping lines or deleting comments changes nothing;
 * each reference the key lists for an exercise (its full source in the grader's package: a
   function, a class as a whole and each of its methods) is turned into the same;
 * :class:`difflib.SequenceMatcher` compares them (``ratio()``: twice the matched tokens over the
-  two lengths).  A pair at or above :data:`THRESHOLD`, where the reference has at least
-  :data:`MIN_TOKENS` tokens, marks the exercise FAIL: "cell 4 defines ``f``, which matches labs'
-  reference labs.basics.flops.matmul_flops (similarity 0.97): the exercise asks for your own
-  code".
+  two lengths; :func:`score` takes the renamed ratio, or the all-alike one less
+  :data:`PLAIN_PENALTY` if higher).  A pair at or above :data:`THRESHOLD`, where the reference
+  has at least :data:`MIN_TOKENS` tokens, marks the exercise FAIL: "cell 4 defines ``f``, which
+  matches labs' reference labs.basics.flops.matmul_flops (similarity 1.00): the exercise asks
+  for your own code".
 
 A reference shorter than :data:`MIN_TOKENS` (``return 2 * m * k * n``) is never compared: an
-honest answer looks the same.  What it cannot see: code that is not in the cells' text (decoded
-from base64 or zlib, downloaded, read from the installed package at run time), and a copy
-rewritten enough (statements reordered, loops restructured, helpers inlined) to drop below the
+honest answer looks the same.  What it cannot see: code that is not in the cells' text (read
+from the installed package or a file at run time, downloaded, encoded otherwise), and a copy
+rewritten enough (statements reordered, loops restructured, dead code added) to fall below the
 threshold.  ``tests/test_grade_copied.py`` holds the calibration: zero flags on every lab's
-solution and student notebook, and the red team's style of pasted copies flagged.
+solution and student notebook, the closest honest solution at least 0.01 under the threshold,
+and the red team's style of pasted copies flagged.
 """
 
 from __future__ import annotations
@@ -45,9 +48,13 @@ from typing import Any
 
 from labs.course.sealed_labs import PACKAGE_DIR, forbidden, locate
 
-__all__ = ["THRESHOLD", "MIN_TOKENS", "Match", "tokens", "definitions", "copied_references"]
+__all__ = [
+    "THRESHOLD", "PLAIN_PENALTY", "MIN_TOKENS", "Match", "tokens", "shape", "definitions", "score",
+    "similarity", "best_matches", "copied_references",
+]  # fmt: skip
 
 THRESHOLD = 0.95  #: similarity at or above which a definition is a copy of a reference
+PLAIN_PENALTY = 0.02  #: what the ratio with identifiers all alike is discounted by
 MIN_TOKENS = 40  #: references with fewer normalised tokens are not compared (too generic)
 _MAX_DEPTH = 3  #: code inside strings inside strings ...: how deep to look
 _SKIP_FIELDS = {"annotation", "returns", "type_comment", "ctx", "type_params"}
@@ -82,14 +89,15 @@ def _is_doc(node: ast.AST) -> bool:
     )
 
 
-def tokens(node: ast.AST) -> list[str]:
-    """The normalised token sequence of a syntax tree (pre-order; see the module's docstring)."""
+def tokens(node: ast.AST, rename: bool = True) -> list[str]:
+    """The normalised token sequence of a syntax tree (pre-order; see the module's docstring):
+    identifiers renamed in order of first use (``rename``), or all one token ``v``."""
     out: list[str] = []
     names: dict[str, str] = {}  # identifier -> its order of first use: renaming changes nothing
 
     def ident(value: Any) -> None:
         if isinstance(value, str):
-            out.append(names.setdefault(value, f"v{len(names)}"))
+            out.append(names.setdefault(value, f"v{len(names)}") if rename else "v")
 
     def visit(n: Any) -> None:
         if isinstance(n, ast.expr_context) or _is_doc(n):
@@ -182,19 +190,24 @@ def _bounded(open_: Any) -> Any:
 _UNPACK = (lambda b: b, _inflate, _bounded(bz2.open), _bounded(lzma.open))
 
 
-def definitions(source: str, depth: int = 0) -> list[tuple[str, list[str]]]:
-    """``[(qualified name, tokens)]`` of every def and class in ``source``, at any depth,
+def shape(node: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A definition's two token sequences: identifiers renamed, and identifiers all alike."""
+    return tuple(tokens(node)), tuple(tokens(node, rename=False))
+
+
+def definitions(source: str, depth: int = 0) -> list[tuple[str, tuple]]:
+    """``[(qualified name, shape)]`` of every def and class in ``source``, at any depth,
     including those in string constants that parse as Python (up to :data:`_MAX_DEPTH`)."""
     tree = _parse(source)
     if tree is None:
         return []
-    found: list[tuple[str, list[str]]] = []
+    found: list[tuple[str, tuple]] = []
 
     def walk(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, _DEFS):
                 name = f"{prefix}{child.name}"
-                found.append((name, tokens(child)))
+                found.append((name, shape(child)))
                 walk(child, f"{name}.")
             else:
                 if depth < _MAX_DEPTH and isinstance(child, ast.Constant):
@@ -209,20 +222,20 @@ def definitions(source: str, depth: int = 0) -> list[tuple[str, list[str]]]:
 
 
 @lru_cache(maxsize=512)
-def _reference_units(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """``((dotted name, tokens), ...)`` of a reference: itself and, for a class, its methods."""
+def _reference_units(name: str) -> tuple[tuple[str, tuple], ...]:
+    """``((dotted name, shape), ...)`` of a reference: itself and, for a class, its methods."""
     path, parts = locate(name, PACKAGE_DIR)
     node: Any = ast.parse(path.read_text(encoding="utf-8"))
     for part in parts:
         node = next(n for n in node.body if isinstance(n, _DEFS) and n.name == part)
-    units = [(name, tuple(tokens(node)))]
+    units = [(name, shape(node))]
     if isinstance(node, ast.ClassDef):
         units += [
-            (f"{name}.{m.name}", tuple(tokens(m)))
+            (f"{name}.{m.name}", shape(m))
             for m in node.body
             if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)
         ]
-    return tuple(u for u in units if len(u[1]) >= MIN_TOKENS)
+    return tuple(u for u in units if len(u[1][0]) >= MIN_TOKENS)
 
 
 def similarity(a, b, floor: float = THRESHOLD) -> float:
@@ -234,6 +247,15 @@ def similarity(a, b, floor: float = THRESHOLD) -> float:
     if matcher.quick_ratio() < floor:
         return 0.0
     return matcher.ratio()
+
+
+def score(ref: tuple, mine: tuple, floor: float = THRESHOLD) -> float:
+    """The similarity of two shapes: the ratio with identifiers renamed, or, if higher, the
+    ratio with identifiers all alike less :data:`PLAIN_PENALTY` (it also sees through dead code
+    that shifts the renaming, but is a weaker sign)."""
+    renamed = similarity(ref[0], mine[0], floor)
+    alike = similarity(ref[1], mine[1], floor + PLAIN_PENALTY) - PLAIN_PENALTY
+    return max(renamed, alike, 0.0)
 
 
 def best_matches(
@@ -248,8 +270,8 @@ def best_matches(
         except (RecursionError, MemoryError):  # nested past what the parser can walk: no defs
             continue
         for name, toks in found:
-            if tuple(toks) not in seen:  # a thousand copies of one def are compared once
-                seen.add(tuple(toks))
+            if toks not in seen:  # a thousand copies of one def are compared once
+                seen.add(toks)
                 defs.append((index, name, toks))
     best: dict[int, Match] = {}
     for ref, numbers in forbidden(key).items():
@@ -257,12 +279,12 @@ def best_matches(
             units = _reference_units(ref)
         except (LookupError, OSError, SyntaxError, StopIteration):
             continue  # the key names what this package lacks: nothing to compare
-        for unit, ref_tokens in units:
+        for unit, ref_shape in units:
             for index, name, toks in defs:
-                score = similarity(ref_tokens, toks, floor)
+                value = score(ref_shape, toks, floor)
                 for num in numbers:
-                    if num not in best or score > best[num].similarity:
-                        best[num] = Match(index, name, unit, round(score, 4))
+                    if num not in best or value > best[num].similarity:
+                        best[num] = Match(index, name, unit, round(value, 4))
     return best
 
 
