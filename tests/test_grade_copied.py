@@ -150,6 +150,17 @@ def test_dead_code_in_a_copy_does_not_hide_it():
     assert list(copied_references([(0, padded)], key)) == [1]
 
 
+def test_a_deeply_nested_expression_does_not_hide_a_copy():
+    """Python compiles an expression nested 1500 deep; a recursive walk would give up on the
+    whole cell, and the copy next to it."""
+    key = {"exercises": {"1": {"references": ["labs.basics.flops.matmul_flops"]}}}
+    source = (
+        "junk = " + "1 + " * 1500 + "1\n\n" + _disguise(_source("labs.basics.flops.matmul_flops"))
+    )
+    compile(source, "<cell>", "exec")
+    assert list(copied_references([(0, source)], key)) == [1]
+
+
 def test_small_references_and_other_exercises_references_are_not_compared():
     key = {"exercises": {"1": {"references": ["labs.basics.flops.matmul_flops"]},
                          "2": {"references": []}}}  # fmt: skip

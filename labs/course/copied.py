@@ -91,40 +91,35 @@ def _is_doc(node: ast.AST) -> bool:
 
 def tokens(node: ast.AST, rename: bool = True) -> list[str]:
     """The normalised token sequence of a syntax tree (pre-order; see the module's docstring):
-    identifiers renamed in order of first use (``rename``), or all one token ``v``."""
+    identifiers renamed in order of first use (``rename``), or all one token ``v``.  Iterative:
+    an expression nested deeper than Python's recursion limit cannot hide a definition."""
     out: list[str] = []
     names: dict[str, str] = {}  # identifier -> its order of first use: renaming changes nothing
-
-    def ident(value: Any) -> None:
-        if isinstance(value, str):
-            out.append(names.setdefault(value, f"v{len(names)}") if rename else "v")
-
-    def visit(n: Any) -> None:
-        if isinstance(n, ast.expr_context) or _is_doc(n):
-            return
-        if isinstance(n, ast.Constant):
+    stack: list[Any] = [node]  # nodes to visit and identifiers to emit, the next one last
+    while stack:
+        n = stack.pop()
+        if isinstance(n, str):
+            out.append(names.setdefault(n, f"v{len(names)}") if rename else "v")
+        elif isinstance(n, ast.expr_context) or _is_doc(n):
+            continue
+        elif isinstance(n, ast.Constant):
             out.append("STR" if isinstance(n.value, str | bytes) else f"C:{n.value!r}")
-            return
-        if isinstance(n, ast.JoinedStr):  # an f-string: one string, its holes kept
+        elif isinstance(n, ast.JoinedStr):  # an f-string: one string, its holes kept
             out.append("STR")
-            for v in n.values:
-                if isinstance(v, ast.FormattedValue):
-                    visit(v.value)
-            return
-        out.append(type(n).__name__)
-        for name, value in ast.iter_fields(n):
-            if name in _SKIP_FIELDS:
-                continue
-            if name in _IDENT_FIELDS:
-                ident(value)
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        visit(item)
-            elif isinstance(value, ast.AST):
-                visit(value)
-
-    visit(node)
+            stack += [v.value for v in reversed(n.values) if isinstance(v, ast.FormattedValue)]
+        else:
+            out.append(type(n).__name__)
+            todo: list[Any] = []
+            for name, value in ast.iter_fields(n):
+                if name in _SKIP_FIELDS:
+                    continue
+                if name in _IDENT_FIELDS:
+                    todo += [value] if isinstance(value, str) else []
+                elif isinstance(value, list):
+                    todo += [item for item in value if isinstance(item, ast.AST)]
+                elif isinstance(value, ast.AST):
+                    todo.append(value)
+            stack += reversed(todo)
     return out
 
 
@@ -202,22 +197,21 @@ def definitions(source: str, depth: int = 0) -> list[tuple[str, tuple]]:
     if tree is None:
         return []
     found: list[tuple[str, tuple]] = []
-
-    def walk(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
+    stack: list[tuple[ast.AST, str]] = [(tree, "")]  # iterative, as in tokens()
+    while stack:
+        node, prefix = stack.pop()
+        for child in reversed(list(ast.iter_child_nodes(node))):
             if isinstance(child, _DEFS):
-                name = f"{prefix}{child.name}"
-                found.append((name, shape(child)))
-                walk(child, f"{name}.")
+                stack.append((child, f"{prefix}{child.name}."))
             else:
                 if depth < _MAX_DEPTH and isinstance(child, ast.Constant):
                     text = _hidden_source(child.value)
                     if text:
                         inner = definitions(text, depth + 1)
                         found.extend((f"{n} (in a string constant)", t) for n, t in inner)
-                walk(child, prefix)
-
-    walk(tree, "")
+                stack.append((child, prefix))
+        if isinstance(node, _DEFS):
+            found.append((prefix[:-1], shape(node)))
     return found
 
 
