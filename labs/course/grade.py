@@ -7,7 +7,9 @@ One direction, stage by stage: for each submission :func:`grade_notebook`
 2. compares its check cells with the key and plans the run (:func:`labs.course.key.compare`,
    :func:`~labs.course.key.plan`): an exercise whose check cells are missing, changed, added or
    re-tagged is FAIL with status ``tampered`` and its checks are not run; every other check cell
-   is replaced by the key's check, followed by the key's graded variants of that exercise;
+   is replaced by the key's check, followed by the key's graded variants of that exercise; an
+   exercise whose reference implementation the cells paste is FAIL
+   (:mod:`labs.course.copied`, from the source text);
 3. takes the lab's reference run (:mod:`labs.course.reference`: the key's solution, run once in a
    trusted kernel, recorded every expected value);
 4. starts a sealed kernel (:class:`~labs.course.sandbox.Sandbox`) whose ``labs`` is the key's
@@ -33,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from labs.course.copied import copied_references
 from labs.course.decode import parse_events
 from labs.course.key import Step, compare, find_key, load_key, plan
 from labs.course.notebooks import NotebookError, load_notebook
@@ -99,6 +102,9 @@ def grade_notebook(
     steps = plan(nb, key, checks)
     tally = Tally(str(path), key, tampered, reference.not_applicable,
                   sorted(i for cells in checks.values() for i in cells))  # fmt: skip
+    own = [(step.index, step.source) for step in steps if step.check is None]
+    for num, why in copied_references(own, key).items():  # from the text, not from the kernel
+        tally.fail(num, why)
     box = Sandbox(isolate=isolate, hide=hide, labs_root=seal(key))
     try:
         box.start()
