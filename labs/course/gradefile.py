@@ -15,11 +15,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from labs.course.feedback import clean, number, spreadsheet_cell
 from labs.course.results import ExerciseResult, NotebookResult
+from labs.course.tree import remove_tree
 
 __all__ = ["COLUMNS", "Points", "rows", "payload", "write_gradebook", "write_atomic", "read_json"]
 
@@ -105,10 +108,45 @@ def payload(results, students, points: Points, shard: dict | None = None) -> dic
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: never a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", newline="")
-    tmp.replace(path)
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename.
+
+    The temporary file has an unpredictable name (``tempfile.mkstemp`` in the target's folder), so
+    nothing a kernel planted beforehand (a folder or a link under a guessable name) can block it.
+    Whatever stood under ``path`` (a forged file, a folder) is replaced; if the write fails all the
+    same, ``path`` is removed before the error is raised: a file under the real name is always
+    this grader's.
+
+    Raises:
+        OSError: the file could not be written (``path`` then does not exist).
+    """
+    path = Path(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        try:
+            os.replace(tmp, path)
+        except OSError:  # a folder under the real name: remove it, then rename once more
+            _remove(path)
+            os.replace(tmp, path)
+    except OSError as err:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        _remove(path)
+        left = "STILL THERE: delete it by hand" if os.path.lexists(path) else "nothing left there"
+        raise OSError(err.errno, f"{err.strerror or err} ({left})", str(path)) from err
+
+
+def _remove(path: Path) -> None:
+    """Remove whatever is under ``path`` (file, link or folder tree); quiet if nothing is."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            remove_tree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def csv_text(header: list[str], records: list[list[str]]) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from labs.course.bundle import CELL_TIMEOUT, CONFIG, NOTEBOOK_TIMEOUT
 from labs.course.feedback import clean, escape, feedback_line
+from labs.course.gradefile import write_atomic
 from labs.course.notebooks import NotebookError
 from labs.course.points import key_points
 from labs.course.results import ExerciseResult, all_fail
@@ -229,10 +230,14 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
         visibility=visibility, protections_off=off,
     )  # fmt: skip
     target = root / "results" / "results.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(".results.json.tmp")
-    tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    try:  # whatever the kernel left in results/, only this grader's file stands under the name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, json.dumps(payload, indent=1) + "\n")
+    except OSError as err:
+        print(f"error: cannot write {escape(target)}: {escape(err.strerror or err)}", file=out)
+        if target.is_file():  # not this run's: a grade Gradescope must never read
+            target.unlink(missing_ok=True)
+        return 3
     print(payload["output"], file=out)
     print(f"results written to {escape(target)}", file=out)
     return 0
