@@ -2,7 +2,9 @@
 
 ``.csv``: one row per student x lab x exercise, columns :data:`COLUMNS` (``points`` earned and
 ``max_points`` as the key sets them; both empty for an exercise that is not applicable). ``.json``:
-the same grouped by notebook, with the failing cells, the key's points per lab and, for a shard of
+the same grouped by notebook (each also under ``exact``: the notebook's path and the student's
+folder name as they are, percent-encoded, which :func:`read_json` keys on, so that two folders whose
+names clean to the same text stay two students), with the failing cells, the key's points per lab and, for a shard of
 a class (:mod:`labs.course.shards`), which shard it is. Every text cell goes through
 :func:`labs.course.feedback.clean` (CSV cells also through
 :func:`~labs.course.feedback.spreadsheet_cell`), so nothing the student's code printed can redraw a
@@ -19,6 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from labs.course.feedback import clean, number, spreadsheet_cell
 from labs.course.results import ExerciseResult, NotebookResult
@@ -83,6 +86,7 @@ def payload(results, students, points: Points, shard: dict | None = None) -> dic
         {
             "notebook": clean(r.notebook),
             "student": clean(_student(r, students)),
+            "exact": {"notebook": _exact(r.notebook), "student": _exact(_student(r, students))},
             "lab": clean(r.lab),
             "status": r.status,
             "passed": r.passed,
@@ -167,6 +171,19 @@ def write_gradebook(results, students, path: Path, points: Points, shard=None) -
         write_atomic(path, json.dumps(payload(results, students, points, shard), indent=2) + "\n")
 
 
+def _exact(name: str) -> str:
+    """``name`` as it is, percent-encoded (ASCII, nothing to escape, :func:`_unexact` undoes it)."""
+    return quote_from_bytes(os.fsencode(name), safe="/")
+
+
+def _unexact(text: Any) -> str:
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        raise TypeError(f"an exact name must be text, not {text!r:.60}")
+    return os.fsdecode(unquote_to_bytes(text))
+
+
 def read_json(doc: dict[str, Any]) -> tuple[list[NotebookResult], dict[str, str], Points]:
     """``(results, students, points)`` from a JSON gradebook written by :func:`write_gradebook`.
 
@@ -183,7 +200,7 @@ def read_json(doc: dict[str, Any]) -> tuple[list[NotebookResult], dict[str, str]
         for nb in doc["notebooks"]:
             exercises = [
                 ExerciseResult(
-                    nb["notebook"],
+                    _unexact((nb.get("exact") or {}).get("notebook")) or nb["notebook"],
                     e["exercise"],
                     e["passed"],
                     e["error"],
@@ -193,9 +210,11 @@ def read_json(doc: dict[str, Any]) -> tuple[list[NotebookResult], dict[str, str]
                 for e in nb["exercises"]
             ]
             failed = {int(k): v for k, v in nb["failed_cells"].items()}
+            exact = nb.get("exact") or {}  # the folder's own name: two that clean alike stay two
+            notebook = _unexact(exact.get("notebook")) or nb["notebook"]
             results.append(
                 NotebookResult(
-                    nb["notebook"],
+                    notebook,
                     exercises,
                     failed,
                     0,
@@ -205,7 +224,7 @@ def read_json(doc: dict[str, Any]) -> tuple[list[NotebookResult], dict[str, str]
                     nb["isolation"],
                 )
             )
-            students[nb["notebook"]] = nb["student"]
+            students[notebook] = _unexact(exact.get("student")) or nb["student"]
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ValueError(f"a JSON gradebook of labs-grade, but malformed ({err!r})") from err
     return results, students, points
