@@ -65,7 +65,7 @@ The machinery under Part VIII -- :mod:`labs.dist`
     own distributed test suite on emulated ranks.
 Every lab -- :mod:`labs.course`
     the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
-    (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``sandbox`` (with
+    (``labs-release``), ``grade``, ``gradebook`` (``labs-grade``) and ``submissions``, ``key``, ``sandbox`` (with
     ``rootfs``, ``jail``, ``seccomp``, ``cgroups``, ``relay``), ``snippet``, ``wrong_answers``; for
     courses ``points``, ``feedback`` (escaping), ``report``, ``gradefile``, ``exports`` (Canvas,
     Moodle), ``shards``, ``bundle`` and ``gradescope``.

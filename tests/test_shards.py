@@ -110,8 +110,8 @@ def test_merge_refuses_missing_twice_overlapping_foreign_and_unreadable_shards(t
 def test_folders_whose_names_clean_alike_stay_two_students_after_merge(tmp_path, names):
     """Red team #10: the merge keyed students by the cleaned name, so one knocked out the other
     as a "second submission"; it keys by the exact folder name, as an unsharded run does."""
-    from labs.course.gradebook import duplicates
     from labs.course.gradefile import rows
+    from labs.course.submissions import duplicates
 
     found = [(s, CLASS / s / "lab02.ipynb") for s in names]
     passed = {names[0]: True, names[1]: False}

@@ -30,6 +30,7 @@ from labs.course.gradefile import write_atomic
 from labs.course.notebooks import NotebookError
 from labs.course.points import key_points
 from labs.course.results import ExerciseResult, all_fail
+from labs.course.submissions import walk
 
 __all__ = ["find_submission", "results", "run"]
 
@@ -38,15 +39,10 @@ def find_submission(folder: Path, lab: str) -> Path | str:
     """The notebook to grade in ``folder``, or why there is none (a sentence for the student).
 
     ``<lab>.ipynb`` anywhere in the upload wins; else the one notebook whose name has the lab's
-    number; else the only notebook. Hidden folders, ``__MACOSX`` and symbolic links are skipped.
+    number; else the only notebook. Hidden folders, ``__MACOSX``, symbolic links and folders
+    deeper than :data:`labs.course.submissions.MAX_DEPTH` are skipped.
     """
-    found = sorted(
-        p
-        for p in folder.rglob("*.ipynb")
-        if not any(part.startswith((".", "__MACOSX")) for part in p.relative_to(folder).parts)
-        and not p.is_symlink()
-        and p.is_file()
-    )
+    found, _ = walk(folder, skip=(".", "__MACOSX"))  # never recursive: any depth of folders
     if not found:
         return f"no notebook was submitted: upload {lab}.ipynb (your completed student notebook)"
     exact = [p for p in found if p.name == f"{lab}.ipynb"]
