@@ -543,9 +543,27 @@ def test_graded_variants_run_after_the_checks_and_uses_references_cells_do_not(t
     assert [e.outcome for e in r_sol.exercises] == ["PASS", "PASS"], r_sol
     assert not r_sol.failed_cells  # neither the uses-references cell nor the guard was run
     assert not any("guard:" in c.source for c in student.cells)  # nor given to the student
-    assert r_sol.exercises[0].verified.count("PASS exercise 1") == 2  # the check and its variant
+    assert r_sol.exercises[0].verified.count("PASS exercise 1") == 1  # the visible check
+    assert "PASS hidden check 1 of 1 of exercise 1" in r_sol.exercises[0].verified  # its variant
+    assert "double(5)" not in r_sol.exercises[0].verified
     assert r_fit.exercises[0].outcome == "FAIL"
-    assert "double(5): expected 10, got 42" in r_fit.exercises[0].error
+    # red team #8: a hidden check's inputs and expected values reach no output a student sees
+    # (feedback, CSV, exports, Gradescope); the instructor's JSON gradebook keeps them
+    assert r_fit.exercises[0].error == "CheckFailure: hidden check 1 of 1 of exercise 1 failed"
+    assert "double(5): expected 10, got 42" in r_fit.exercises[0].detail
+    import json as _json
+
+    from labs.course import gradescope
+    from labs.course.feedback import feedback_line
+    from labs.course.gradefile import payload
+
+    k = _json.loads(key.read_text())
+    seen = [feedback_line(e) for r in (r_sol, r_fit) for e in r.exercises]
+    seen += [str(row) for row in rows([r_sol, r_fit], {}, {})]
+    seen += [_json.dumps(gradescope.results(k, r)) for r in (r_sol, r_fit)]
+    seen += [str(r.failed_cells) for r in (r_sol, r_fit)]
+    assert not [line for line in seen if "double(5)" in line or "expected 10" in line]
+    assert "double(5): expected 10" in _json.dumps(payload([r_fit], {}, {}))
 
 
 def test_a_failure_says_what_was_expected_where_the_values_differ():

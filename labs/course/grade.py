@@ -165,24 +165,37 @@ def _run(
         _judge(reference, step, parse_events(result.stdout, MARK, nonce), result.error, tally)
 
 
+def _hidden(key: dict, check: tuple[int, int]) -> tuple[int, int] | None:
+    """``(j, of)`` when ``check`` is the j-th of the exercise's ``of`` graded variants."""
+    ex = key["exercises"][str(check[0])]
+    j = check[1] - len(ex["checks"]) + 1
+    return (j, len(ex["graded"])) if j >= 1 else None
+
+
 def _judge(reference: Reference, step: Step, events: list | None, error: str, tally: Tally):
-    """Judge one check's recorded events against the reference run's, into the tally."""
+    """Judge one check's recorded events against the reference run's, into the tally.  A graded
+    variant's messages name it only (``hidden check 2 of 3 of exercise 4``): its inputs and
+    expected values reach the instructor's JSON gradebook alone (:attr:`ExerciseResult.detail`)."""
     num = step.check[0]
+    hidden = _hidden(tally.key, step.check)
     if step.check in reference.problems or step.check not in reference.events:
-        tally.key_problem(num, reference.problems.get(step.check, "the key's own run recorded "
-                                                       "nothing"))  # fmt: skip
+        why = reference.problems.get(step.check, "the key's own run recorded nothing")
+        if hidden:
+            tally.detail.setdefault(num, []).append(f"hidden check {hidden[0]}: {why}")
+            why = f"hidden check {hidden[0]} of {hidden[1]} of exercise {num}: the key's run failed"
+        tally.key_problem(num, why)
         return
     if events is None:
         tally.fail(num, error or "the check reported no result (did the kernel's output get "
-                   "redirected or the grader's code replaced?)")  # fmt: skip
+                   "redirected or the grader's code replaced?)", hidden)  # fmt: skip
         tally.cell_failed(step.index, tally.errors[num][-1])
         return
     try:
         verdicts = judge(reference.events[step.check], events)
     except Exception as err:  # noqa: BLE001 - malformed results from the kernel: that one FAILs
-        tally.fail(num, f"the check's results from the kernel are malformed ({err!r:.80})")
+        tally.fail(num, f"the check's results from the kernel are malformed ({err!r:.80})", hidden)
         return
-    tally.verdicts(step.index, num, verdicts)
+    tally.verdicts(step.index, num, verdicts, hidden)
 
 
 def grade_notebooks(

@@ -1,11 +1,14 @@
 """The gradebook files ``labs-grade`` writes, and reading the JSON one back.
 
 ``.csv``: one row per student x lab x exercise, columns :data:`COLUMNS` (``points`` earned and
-``max_points`` as the key sets them; both empty for an exercise that is not applicable). ``.json``:
-the same grouped by notebook (each also under ``exact``: the notebook's path and the student's
-folder name as they are, percent-encoded, which :func:`read_json` keys on, so that two folders whose
-names clean to the same text stay two students), with the failing cells, the key's points per lab and, for a shard of
-a class (:mod:`labs.course.shards`), which shard it is. Every text cell goes through
+``max_points`` as the key sets them; both empty for an exercise that is not applicable); a CSV
+is often handed to students, so a graded variant (a hidden check) is in it only as ``hidden check
+j of n of exercise N``. ``.json``: the instructor's file (never the student's), the same grouped
+by notebook with, per exercise, the ``detail`` of its hidden checks (their inputs and expected
+values), the failing cells, the key's points per lab, each notebook's ``exact`` path and student
+folder name (percent-encoded; :func:`read_json` keys on them, so that two folders whose names
+clean to the same text stay two students) and, for a shard of a class (:mod:`labs.course.shards`),
+which shard it is. Every text cell goes through
 :func:`labs.course.feedback.clean` (CSV cells also through
 :func:`~labs.course.feedback.spreadsheet_cell`), so nothing the student's code printed can redraw a
 terminal or run in a spreadsheet; :func:`read_json` rebuilds the results, so that merged shards
@@ -99,6 +102,7 @@ def payload(results, students, points: Points, shard: dict | None = None) -> dic
                     "status": e.status,
                     "error": clean(e.error),
                     "message": clean(e.message),
+                    "detail": clean(e.detail),
                     "points": _points(e, points.get(r.lab, {}))[0],
                     "max_points": _points(e, points.get(r.lab, {}))[1],
                 }
@@ -206,6 +210,7 @@ def read_json(doc: dict[str, Any]) -> tuple[list[NotebookResult], dict[str, str]
                     e["error"],
                     e["status"],
                     verified=e["message"] if e["passed"] else "",
+                    detail=e.get("detail", ""),
                 )
                 for e in nb["exercises"]
             ]
