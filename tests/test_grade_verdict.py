@@ -580,3 +580,35 @@ def test_a_failure_says_what_was_expected_where_the_values_differ():
     assert "first difference at index (1, 0): expected 1.0, got nan" in v.message
     (v,) = judge(ref, _events(_nd(want.astype(np.float64)[:1]), method="close"))
     assert "shape (1, 2), float64): shape (1, 2), not (2, 2)" in v.message
+
+
+SNOOP = '''import sys as _sys
+
+
+def double(x):
+    """Looks for the grader's check text in every frame above it and raises with what it found."""
+    found, f = [], _sys._getframe(1)
+    while f is not None:
+        for space in (f.f_globals, f.f_locals):
+            for v in list(space.values()):
+                for w in (list(v.values()) if isinstance(v, dict) else [v]):
+                    if isinstance(w, str) and "check.equal(" in w:
+                        found.append(w)
+        f = f.f_back
+    raise RuntimeError("LEAK " + (found[0] if found else "none").replace("\\n", " | ") + "x" * 400)
+'''
+
+
+def test_an_exception_in_a_check_shows_its_type_and_a_short_message_only(tmp_path):
+    """Red team minor (a): the kernel held the grader's rewritten check source where the student's
+    code could read it and put it in the failure line; the line quotes the exception's type and
+    at most ``MESSAGE_LIMIT`` characters of its message."""
+    from labs.course.verdict import MESSAGE_LIMIT, _error_message
+
+    r = _grade_variant(tmp_path, "lab96-snoop", {}, 3, SNOOP)
+    e1 = r.exercises[0]
+    assert e1.outcome == "FAIL" and "raised RuntimeError" in e1.error, e1.error
+    assert "LEAK" in e1.error and "check.equal(" not in e1.error and "ARGS" not in e1.error
+    assert len(e1.error) < MESSAGE_LIMIT + 200, e1.error
+    line = _error_message("Exercise 1", ["RuntimeError"], "x\n" * 400, 0, "")
+    assert line.endswith("… (cut)") and len(line) < MESSAGE_LIMIT + 100 and "\n" not in line

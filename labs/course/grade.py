@@ -162,7 +162,33 @@ def _run(
             if result.status == "error":
                 tally.cell_failed(step.index, result.error)
             continue
-        _judge(reference, step, parse_events(result.stdout, MARK, nonce), result.error, tally)
+        events = _scrub(parse_events(result.stdout, MARK, nonce), code)
+        _judge(reference, step, events, _scrub_text(result.error, code), tally)
+
+
+_WINDOW = 24  #: characters a student's message may share with the code the grader sent
+
+
+def _scrub_text(text: str, code: str) -> str:
+    """``text`` cut where it starts quoting ``code`` (the snippet the grader sent the kernel):
+    the student's code can read that text in its kernel and raise it back as a message."""
+    if not isinstance(text, str):
+        return text
+    for i in range(len(text) - _WINDOW + 1):
+        if text[i : i + _WINDOW] in code:
+            return text[:i] + "[the grader's check code, removed]"
+    return text
+
+
+def _scrub(events: list | None, code: str) -> list | None:
+    """The kernel's events with the exception messages scrubbed (:func:`_scrub_text`)."""
+    if events is None:
+        return None
+    return [
+        [*ev[:2], _scrub_text(ev[2], code)] if isinstance(ev, list) and ev[:1] == ["error"]
+        and len(ev) == 3 else ev
+        for ev in events
+    ]  # fmt: skip
 
 
 def _hidden(key: dict, check: tuple[int, int]) -> tuple[int, int] | None:
