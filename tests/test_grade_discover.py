@@ -127,3 +127,34 @@ def test_the_cli_output_of_the_deep_tree_is_one_line(tmp_path, fake_grading, cap
     gradebook.main(["--class", str(cls), "--gradebook", str(tmp_path / "g.csv")])
     err = capsys.readouterr().err
     assert err.count("refused:") == 1 and "not searched" in err
+
+
+def test_a_notebook_over_the_size_limit_is_invalid_and_never_read(tmp_path, monkeypatch):
+    """Red team #6: a 1 GB notebook was read whole (2.1 GB of grader memory) before grading."""
+    from labs.course import notebooks
+    from labs.course.grade import grade_notebook
+    from labs.course.submissions import NOTEBOOK_LIMIT
+
+    big = tmp_path / "eve" / f"{LAB}.ipynb"
+    big.parent.mkdir()
+    with open(big, "wb") as f:  # sparse: no disk, no time
+        f.truncate(NOTEBOOK_LIMIT + 1)
+    monkeypatch.setattr(notebooks.nbformat, "reads", lambda *a, **k: pytest.fail("it was read"))
+    r = grade_notebook(big, KEYS / f"{LAB}.json")  # no kernel starts for an invalid notebook
+    assert {(e.outcome, e.status) for e in r.exercises} == {("FAIL", "invalid")}
+    assert "over the 64 MiB limit for a notebook; not read" in r.exercises[0].error
+
+
+def test_a_notebook_is_read_when_graded_and_only_if_unchanged(tmp_path):
+    """The listing takes each notebook's digest; the notebook itself is read at its turn (the
+    class is never all in memory), and one rewritten in between is not graded."""
+    from labs.course.submissions import digest, load
+
+    path = tmp_path / f"{LAB}.ipynb"
+    text = (ROOT / "student" / f"{LAB}.ipynb").read_bytes()
+    path.write_bytes(b"\xef\xbb\xbf" + text)  # a byte-order mark is fine
+    sha = digest(path)
+    assert isinstance(sha, str) and len(load(path, sha).cells) > 5
+    path.write_bytes(text.replace(b"NotImplementedError", b"RuntimeError"))
+    assert "changed while the class was graded" in str(load(path, sha))
+    assert "no such notebook file" in str(digest(tmp_path / "gone.ipynb"))

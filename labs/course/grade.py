@@ -35,7 +35,7 @@ from typing import Any
 
 from labs.course.decode import parse_events
 from labs.course.key import Step, compare, find_key, load_key, plan
-from labs.course.notebooks import NotebookError, load_notebook
+from labs.course.notebooks import NotebookError
 from labs.course.reference import (
     CELL_TIMEOUT,
     NOTEBOOK_TIMEOUT,
@@ -47,6 +47,7 @@ from labs.course.results import NotebookResult, Tally, all_fail
 from labs.course.sandbox import Sandbox, cores
 from labs.course.sealed_labs import seal
 from labs.course.snippet import MARK, check_snippet, definitions
+from labs.course.submissions import digest, load
 from labs.course.verdict import judge
 
 __all__ = ["grade_notebook", "grade_notebooks"]
@@ -86,9 +87,9 @@ def grade_notebook(
     if not isinstance(key, dict):
         key = load_key(key)
     try:
+        nb = load(path, digest(path)) if nb is None else nb
         if isinstance(nb, NotebookError):
             raise nb
-        nb = load_notebook(path) if nb is None else nb
     except NotebookError as err:
         return all_fail(str(path), key, "invalid", f"invalid: {err}", key.get("lab", ""))
     if reference is None:
@@ -237,9 +238,12 @@ def grade_notebooks(
 ) -> list[NotebookResult]:
     """Grade several submissions, ``jobs`` at a time, each in its own kernel; results in order.
 
-    Every notebook and key is read, and every lab's reference run made, before any submission's
-    kernel starts; the kernels cannot see the submissions' folders (where namespaces are
-    available), so no submission can read or rewrite another.  A submission for which no key is
+    Every notebook's size and SHA-256 are taken and every key is read, and every lab's reference
+    run made, before any submission's kernel starts; each notebook is read when its turn comes
+    (so the class is never all in memory) and graded only if it still has that digest. The
+    kernels cannot see the submissions' folders (where namespaces are available), and where they
+    could, a notebook another kernel rewrote is ``invalid``: no submission can change another's
+    grade.  A notebook over :data:`~labs.course.submissions.NOTEBOOK_LIMIT` bytes is ``invalid`` without being read.  A submission for which no key is
     found is ``invalid`` (the others are still graded); ``on_done(result)`` is called as each one
     finishes (for progress bars).
     """
@@ -247,10 +251,7 @@ def grade_notebooks(
     loaded: dict[str, Any] = {}
     keys: dict[str, Any] = {}
     for p in paths:
-        try:
-            loaded[str(p)] = load_notebook(p)
-        except NotebookError as err:
-            loaded[str(p)] = err
+        loaded[str(p)] = digest(p)
         try:
             k = key if key is not None else find_key(p, key_dir)
             keys[str(p)] = k if isinstance(k, dict) else load_key(k)
@@ -275,7 +276,7 @@ def grade_notebooks(
             try:
                 result = grade_notebook(
                     p, k, cell_timeout=timeout, notebook_timeout=notebook_timeout,
-                    isolate=isolate, nb=loaded[str(p)], hide=hide,
+                    isolate=isolate, nb=load(p, loaded[str(p)]), hide=hide,
                     reference=references[k["lab"]],
                 )  # fmt: skip
             except GraderError:

@@ -8,21 +8,28 @@ below the class folder are not searched, and a folder that cannot be read is ski
 line that says so; symbolic links are refused, never followed. :func:`discover` turns the listing
 into ``(student, notebook)`` pairs; :func:`keep_first` drops a student's second submission for a
 lab *before* anything is graded (finding 7: every copy used to get a full kernel run first), and
-:func:`duplicates` does the same over results (for merged shards).
+:func:`duplicates` does the same over results (for merged shards). :func:`digest` and
+:func:`load` read a submission: one over :data:`NOTEBOOK_LIMIT` bytes is ``invalid`` unread
+(finding 6), and each is read only when it is graded, and only if unchanged since the listing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
+from labs.course.isolation import OUTPUT_LIMIT
 from labs.course.key import find_key, load_key
-from labs.course.notebooks import NotebookError
+from labs.course.notebooks import NotebookError, load_notebook
 from labs.course.results import NotebookResult
 
-__all__ = ["MAX_DEPTH", "walk", "discover", "keep_first", "duplicates"]
+__all__ = ["MAX_DEPTH", "NOTEBOOK_LIMIT", "walk", "discover", "keep_first", "duplicates",
+           "digest", "load"]  # fmt: skip
 
 MAX_DEPTH = 16  #: folder levels searched below the class folder (the student's is level 1)
+NOTEBOOK_LIMIT = OUTPUT_LIMIT  #: bytes of a submitted notebook (64 MiB, a cell's output limit)
 
 
 def walk(folder: Path, skip: tuple[str, ...] = (".",)) -> tuple[list[Path], list[str]]:
@@ -118,3 +125,38 @@ def duplicates(results: list[NotebookResult], students: dict[str, str]) -> list[
             extra.append(r)
         seen.add(who)
     return extra
+
+
+def digest(path) -> str | NotebookError:
+    """The SHA-256 of a submitted notebook (read in chunks), or why it will not be read."""
+    try:
+        size = os.stat(path).st_size
+        if size > NOTEBOOK_LIMIT:
+            return NotebookError(f"{path}: {size / 2**20:.0f} MiB, over the {NOTEBOOK_LIMIT >> 20}"
+                                 " MiB limit for a notebook; not read (clear its outputs)")  # fmt: skip
+        sha = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(2**20), b""):
+                sha.update(chunk)
+        return sha.hexdigest()
+    except FileNotFoundError:
+        return NotebookError(f"{path}: no such notebook file")
+    except OSError as err:
+        return NotebookError(f"{path}: cannot be read ({err.strerror or err})")
+
+
+def load(path, sha256: str | NotebookError) -> Any:
+    """The notebook, if it still has ``sha256`` (from :func:`digest`), or why it is not graded
+    (a :class:`NotebookError`)."""
+    if isinstance(sha256, NotebookError):
+        return sha256
+    try:
+        with open(path, "rb") as f:
+            data = f.read(NOTEBOOK_LIMIT + 1)
+        if hashlib.sha256(data).hexdigest() != sha256:
+            return NotebookError(f"{path}: changed while the class was graded; not graded")
+        return load_notebook(path, data)
+    except OSError as err:
+        return NotebookError(f"{path}: cannot be read ({err.strerror or err})")
+    except NotebookError as err:
+        return err
