@@ -158,3 +158,27 @@ def test_a_notebook_is_read_when_graded_and_only_if_unchanged(tmp_path):
     path.write_bytes(text.replace(b"NotImplementedError", b"RuntimeError"))
     assert "changed while the class was graded" in str(load(path, sha))
     assert "no such notebook file" in str(digest(tmp_path / "gone.ipynb"))
+
+
+def test_the_kernels_are_never_shown_the_key_folder(tmp_path, monkeypatch):
+    """Red team note: a pip-installed grader's default key folder lies beside site-packages,
+    which kernels may read; every key folder is in the sandbox's ``hide`` list, so a kernel that
+    could see one fails to start (an error, never a leak)."""
+    from labs.course import grade
+
+    seen: dict = {}
+    monkeypatch.setattr(grade, "reference_run", lambda k, **kw: None)
+
+    def fake(p, k, **kw):
+        seen.update(kw)
+        return all_fail(str(p), k, "graded", "recorded", k["lab"])
+
+    monkeypatch.setattr(grade, "grade_notebook", fake)
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    shutil.copy(KEYS / f"{LAB}.json", keys)
+    sub = tmp_path / "class" / "a" / f"{LAB}.ipynb"
+    grade.grade_notebooks([sub], key_dir=keys)
+    assert str(keys.resolve()) in seen["hide"] and str(sub.parent.resolve()) in seen["hide"]
+    grade.grade_notebooks([sub], key=keys / f"{LAB}.json")
+    assert str(keys.resolve()) in seen["hide"]

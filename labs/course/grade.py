@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from labs.course.decode import parse_events
-from labs.course.key import Step, compare, find_key, load_key, plan
+from labs.course.key import KEY_DIR, Step, compare, find_key, load_key, plan
 from labs.course.notebooks import NotebookError
 from labs.course.reference import (
     CELL_TIMEOUT,
@@ -250,14 +250,17 @@ def grade_notebooks(
     jobs = max(1, min(jobs, cores()))  # each kernel has a core (labs.course.sandbox)
     loaded: dict[str, Any] = {}
     keys: dict[str, Any] = {}
+    secret = {Path(key_dir or KEY_DIR)}  # the keys: a kernel that could read them fails to start
     for p in paths:
         loaded[str(p)] = digest(p)
         try:
             k = key if key is not None else find_key(p, key_dir)
+            secret |= set() if isinstance(k, dict) else {Path(k).parent}
             keys[str(p)] = k if isinstance(k, dict) else load_key(k)
         except NotebookError as err:
             keys[str(p)] = err
-    hide = tuple(sorted({str(Path(p).resolve().parent) for p in paths}))
+    secret = {str(f.resolve()) for f in secret if f.is_dir()}
+    hide = tuple(sorted({str(Path(p).resolve().parent) for p in paths} | secret))
     labs = {k["lab"]: k for k in keys.values() if isinstance(k, dict)}
 
     def reference(k: dict) -> Reference:

@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = grade_notebooks(
             paths, args.timeout, notebook_timeout=args.notebook_timeout, jobs=args.jobs,
-            key=key, key_dir=args.keys, isolate=not args.no_isolation, on_done=progress,
+            key=args.key or None, key_dir=args.keys, isolate=not args.no_isolation,
+            on_done=progress,
         ) if paths else []  # fmt: skip
     except GraderError as err:
         _err(f"the grader failed: {escape(err)}")
