@@ -181,7 +181,8 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
     """Grade ``root/submission`` for Gradescope into ``root/results/results.json``.
 
     Returns 0 when ``results.json`` was written (whatever the grade), 2 when the bundle itself is
-    broken (no config or key), 3 when the grader failed (no ``results.json``: an autograder error).
+    broken (no config or key), 3 when the grader failed (no kernel could start, or
+    ``results.json`` could not be written: none is left under that name, an autograder error).
     """
     from labs.course.grade import grade_notebooks
     from labs.course.key import load_key
