@@ -47,6 +47,15 @@ def test_a_forged_gradebook_is_replaced_despite_planted_temp_folders(tmp_path, n
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp") and p.is_file()]
 
 
+def test_the_file_gets_the_mode_an_ordinary_write_gives(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        gradefile.write_atomic(tmp_path / "gb.csv", "ours\n")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "gb.csv").stat().st_mode & 0o777 == 0o644
+
+
 def test_a_folder_under_the_real_name_is_replaced_by_the_file(tmp_path):
     target = tmp_path / "gb.csv"
     target.mkdir()

@@ -131,6 +131,9 @@ def write_atomic(path: Path, text: str) -> None:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # the mode an ordinary write gives, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         try:
