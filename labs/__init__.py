@@ -65,9 +65,9 @@ The machinery under Part VIII -- :mod:`labs.dist`
     own distributed test suite on emulated ranks.
 Every lab -- :mod:`labs.course`
     the exercise tooling, apart from the teaching code: ``checks``, ``notebooks``, ``release``
-    (``labs-release``), ``grade`` and ``gradebook`` (``labs-grade``), ``key``, ``copied`` (pasted
-    references), ``sandbox`` (with ``rootfs``, ``jail``, ``seccomp``, ``cgroups``, ``relay``),
-    ``snippet``, ``wrong_answers``; for
+    (``labs-release``), ``grade``, ``gradebook`` (``labs-grade``) and ``submissions``, ``key``,
+    ``copied`` (pasted references), ``sandbox`` (with ``rootfs``, ``jail``, ``seccomp``,
+    ``cgroups``, ``relay``), ``snippet``, ``wrong_answers``; for
     courses ``points``, ``feedback`` (escaping), ``report``, ``gradefile``, ``exports`` (Canvas,
     Moodle), ``shards``, ``bundle`` and ``gradescope``.
 """

@@ -56,6 +56,9 @@ def test_escape_makes_every_control_visible_and_is_idempotent():
         ("@SUM(A1)", "'@SUM(A1)"),
         ("\uff1d1+1", "'\uff1d1+1"),  # full-width equals sign
         ("\t=1", "'=1"),  # leading whitespace folded away, then guarded
+        ("\u00a0=1+1", "'\u00a0=1+1"),  # red team note: a no-break space before the formula
+        ("\u3000\u00a0+cmd", "'\u3000\u00a0+cmd"),
+        ("\u00a0-1", "\u00a0-1"),  # still a number
         ("-1", "-1"),  # a number stays a number
         ("2.5", "2.5"),
         ("alice", "alice"),

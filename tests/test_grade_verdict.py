@@ -543,9 +543,27 @@ def test_graded_variants_run_after_the_checks_and_uses_references_cells_do_not(t
     assert [e.outcome for e in r_sol.exercises] == ["PASS", "PASS"], r_sol
     assert not r_sol.failed_cells  # neither the uses-references cell nor the guard was run
     assert not any("guard:" in c.source for c in student.cells)  # nor given to the student
-    assert r_sol.exercises[0].verified.count("PASS exercise 1") == 2  # the check and its variant
+    assert r_sol.exercises[0].verified.count("PASS exercise 1") == 1  # the visible check
+    assert "PASS hidden check 1 of 1 of exercise 1" in r_sol.exercises[0].verified  # its variant
+    assert "double(5)" not in r_sol.exercises[0].verified
     assert r_fit.exercises[0].outcome == "FAIL"
-    assert "double(5): expected 10, got 42" in r_fit.exercises[0].error
+    # red team #8: a hidden check's inputs and expected values reach no output a student sees
+    # (feedback, CSV, exports, Gradescope); the instructor's JSON gradebook keeps them
+    assert r_fit.exercises[0].error == "CheckFailure: hidden check 1 of 1 of exercise 1 failed"
+    assert "double(5): expected 10, got 42" in r_fit.exercises[0].detail
+    import json as _json
+
+    from labs.course import gradescope
+    from labs.course.feedback import feedback_line
+    from labs.course.gradefile import payload
+
+    k = _json.loads(key.read_text())
+    seen = [feedback_line(e) for r in (r_sol, r_fit) for e in r.exercises]
+    seen += [str(row) for row in rows([r_sol, r_fit], {}, {})]
+    seen += [_json.dumps(gradescope.results(k, r)) for r in (r_sol, r_fit)]
+    seen += [str(r.failed_cells) for r in (r_sol, r_fit)]
+    assert not [line for line in seen if "double(5)" in line or "expected 10" in line]
+    assert "double(5): expected 10" in _json.dumps(payload([r_fit], {}, {}))
 
 
 def test_a_failure_says_what_was_expected_where_the_values_differ():
@@ -562,3 +580,35 @@ def test_a_failure_says_what_was_expected_where_the_values_differ():
     assert "first difference at index (1, 0): expected 1.0, got nan" in v.message
     (v,) = judge(ref, _events(_nd(want.astype(np.float64)[:1]), method="close"))
     assert "shape (1, 2), float64): shape (1, 2), not (2, 2)" in v.message
+
+
+SNOOP = '''import sys as _sys
+
+
+def double(x):
+    """Looks for the grader's check text in every frame above it and raises with what it found."""
+    found, f = [], _sys._getframe(1)
+    while f is not None:
+        for space in (f.f_globals, f.f_locals):
+            for v in list(space.values()):
+                for w in (list(v.values()) if isinstance(v, dict) else [v]):
+                    if isinstance(w, str) and "check.equal(" in w:
+                        found.append(w)
+        f = f.f_back
+    raise RuntimeError("LEAK " + (found[0] if found else "none").replace("\\n", " | ") + "x" * 400)
+'''
+
+
+def test_an_exception_in_a_check_shows_its_type_and_a_short_message_only(tmp_path):
+    """Red team minor (a): the kernel held the grader's rewritten check source where the student's
+    code could read it and put it in the failure line; the line quotes the exception's type and
+    at most ``MESSAGE_LIMIT`` characters of its message."""
+    from labs.course.verdict import MESSAGE_LIMIT, _error_message
+
+    r = _grade_variant(tmp_path, "lab96-snoop", {}, 3, SNOOP)
+    e1 = r.exercises[0]
+    assert e1.outcome == "FAIL" and "raised RuntimeError" in e1.error, e1.error
+    assert "LEAK" in e1.error and "check.equal(" not in e1.error and "ARGS" not in e1.error
+    assert len(e1.error) < MESSAGE_LIMIT + 200, e1.error
+    line = _error_message("Exercise 1", ["RuntimeError"], "x\n" * 400, 0, "")
+    assert line.endswith("… (cut)") and len(line) < MESSAGE_LIMIT + 100 and "\n" not in line

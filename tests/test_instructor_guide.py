@@ -98,3 +98,19 @@ def test_every_course_command_in_the_guide_is_accepted_by_its_parser():
     assert any("--gradescope" in a for a in argvs)
     for argv in argvs:
         _parse(argv)
+
+
+def test_the_job_examples_give_every_kernel_its_memory_limit():
+    """Red team note: 16 GB for ``--jobs 4`` while each kernel may use 6 GiB; each example must
+    give ``jobs`` x the per-kernel limit plus room for the grader."""
+    from labs.course.isolation import MEMORY_LIMIT
+
+    (script,) = [s for s in blocks("bash") if "#SBATCH --array" in s]
+    jobs = int(re.search(r"#SBATCH --cpus-per-task=(\d+)", script).group(1))
+    assert '--jobs "$SLURM_CPUS_PER_TASK"' in script
+    slurm = int(re.search(r"#SBATCH --mem=(\d+)G", script).group(1)) * 2**30
+    (job,) = [yaml.safe_load(text) for text in blocks("yaml")]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    k8s_jobs = int(re.search(r"--jobs (\d+)", container["args"][0]).group(1))
+    k8s = int(container["resources"]["limits"]["memory"].removesuffix("Gi")) * 2**30
+    assert slurm >= jobs * MEMORY_LIMIT + 2**32 and k8s >= k8s_jobs * MEMORY_LIMIT + 2**32

@@ -104,3 +104,36 @@ def test_merge_refuses_missing_twice_overlapping_foreign_and_unreadable_shards(t
     assert shards.merge([plain]) == ([], {}, {})  # one unsharded gradebook: exported again
     with pytest.raises(shards.ShardError, match="is not a shard"):
         shards.merge([f1, plain])
+
+
+@pytest.mark.parametrize("names", [("new line", "new\nline"), ("alice", "alice ")])
+def test_folders_whose_names_clean_alike_stay_two_students_after_merge(tmp_path, names):
+    """Red team #10: the merge keyed students by the cleaned name, so one knocked out the other
+    as a "second submission"; it keys by the exact folder name, as an unsharded run does."""
+    from labs.course.gradefile import rows
+    from labs.course.submissions import duplicates
+
+    found = [(s, CLASS / s / "lab02.ipynb") for s in names]
+    passed = {names[0]: True, names[1]: False}
+    results = {
+        str(p): NotebookResult(
+            str(p),
+            [ExerciseResult(str(p), 1, passed[s], "" if passed[s] else "wrong", verified="ok")],
+            lab="lab02",
+        )  # fmt: skip
+        for s, p in found
+    }
+    students = {str(p): s for s, p in found}
+    unsharded = [results[str(p)] for _, p in sorted(found, key=lambda sp: sp[1])]
+    assert duplicates(unsharded, students) == []
+    files = []
+    for k, mine in enumerate(shards.assign(found, 2), 1):
+        shard = {"index": k, "count": 2, "class": "abc", "total": 2,
+                 "submissions": sorted(str(p.relative_to(CLASS)) for _, p in mine)}  # fmt: skip
+        doc = payload([results[str(p)] for _, p in mine], students, {"lab02": {1: 1}}, shard)
+        files.append(tmp_path / f"shard-{k}.json")
+        files[-1].write_text(json.dumps(doc), encoding="utf-8")
+    merged, merged_students, points = shards.merge(files)
+    assert duplicates(merged, merged_students) == []
+    assert rows(merged, merged_students, points) == rows(unsharded, students, points)
+    assert sum(r["points"] == "1" for r in rows(merged, merged_students, points)) == 1

@@ -20,7 +20,8 @@ namespaces, :mod:`labs.course.seccomp` confines (no capabilities, a system-call 
 :mod:`labs.course.isolation` says which protections this machine has; :mod:`labs.course.tree`
 removes a kernel's folder however deep; :mod:`labs.course.decode` and :mod:`labs.course.verdict`
 read the values back and compare them in the grader; :mod:`labs.course.results` what it found;
-:mod:`labs.course.gradebook` the command line and class mode; :mod:`labs.course.wrong_answers`
+:mod:`labs.course.gradebook` the command line and class mode, :mod:`labs.course.submissions`
+which notebooks it grades; :mod:`labs.course.wrong_answers`
 proves that checks reject plausible wrong answers.  For courses: :mod:`labs.course.points` what
 each exercise is worth; :mod:`labs.course.feedback` the one escaping function for everything
 printed or written; :mod:`labs.course.report` the table and summary;

@@ -63,9 +63,11 @@ def clean(text: object) -> str:
 
 
 def spreadsheet_cell(text: object) -> str:
-    """A CSV cell no spreadsheet evaluates: :func:`clean`, and a ``'`` before a formula."""
+    """A CSV cell no spreadsheet evaluates: :func:`clean`, and a ``'`` before a formula (one
+    that starts with ``= + - @``, or their full-width forms, after any leading spaces)."""
     text = clean(text)
-    if text.startswith(_FORMULA) and not _NUMBER.match(text):
+    bare = text.lstrip()  # every Unicode space (U+00A0, U+3000, ...): spreadsheets skip them too
+    if bare.startswith(_FORMULA) and not _NUMBER.match(bare):
         return "'" + text
     return text
 

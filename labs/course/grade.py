@@ -37,8 +37,8 @@ from typing import Any
 
 from labs.course.copied import copied_references
 from labs.course.decode import parse_events
-from labs.course.key import Step, compare, find_key, load_key, plan
-from labs.course.notebooks import NotebookError, load_notebook
+from labs.course.key import KEY_DIR, Step, compare, find_key, load_key, plan
+from labs.course.notebooks import NotebookError
 from labs.course.reference import (
     CELL_TIMEOUT,
     NOTEBOOK_TIMEOUT,
@@ -50,6 +50,7 @@ from labs.course.results import NotebookResult, Tally, all_fail
 from labs.course.sandbox import Sandbox, cores
 from labs.course.sealed_labs import seal
 from labs.course.snippet import MARK, check_snippet, definitions
+from labs.course.submissions import digest, load
 from labs.course.verdict import judge
 
 __all__ = ["grade_notebook", "grade_notebooks"]
@@ -89,9 +90,9 @@ def grade_notebook(
     if not isinstance(key, dict):
         key = load_key(key)
     try:
+        nb = load(path, digest(path)) if nb is None else nb
         if isinstance(nb, NotebookError):
             raise nb
-        nb = load_notebook(path) if nb is None else nb
     except NotebookError as err:
         return all_fail(str(path), key, "invalid", f"invalid: {err}", key.get("lab", ""))
     if reference is None:
@@ -168,27 +169,66 @@ def _run(
             if result.status == "error":
                 tally.cell_failed(step.index, result.error)
             continue
-        _judge(reference, step, parse_events(result.stdout, MARK, nonce), result.error, tally)
+        events = _scrub(parse_events(result.stdout, MARK, nonce), code)
+        _judge(reference, step, events, _scrub_text(result.error, code), tally)
+
+
+_WINDOW = 24  #: characters a student's message may share with the code the grader sent
+
+
+def _scrub_text(text: str, code: str) -> str:
+    """``text`` cut where it starts quoting ``code`` (the snippet the grader sent the kernel):
+    the student's code can read that text in its kernel and raise it back as a message."""
+    if not isinstance(text, str):
+        return text
+    for i in range(len(text) - _WINDOW + 1):
+        if text[i : i + _WINDOW] in code:
+            return text[:i] + "[the grader's check code, removed]"
+    return text
+
+
+def _scrub(events: list | None, code: str) -> list | None:
+    """The kernel's events with the exception messages scrubbed (:func:`_scrub_text`)."""
+    if events is None:
+        return None
+    return [
+        [*ev[:2], _scrub_text(ev[2], code)] if isinstance(ev, list) and ev[:1] == ["error"]
+        and len(ev) == 3 else ev
+        for ev in events
+    ]  # fmt: skip
+
+
+def _hidden(key: dict, check: tuple[int, int]) -> tuple[int, int] | None:
+    """``(j, of)`` when ``check`` is the j-th of the exercise's ``of`` graded variants."""
+    ex = key["exercises"][str(check[0])]
+    j = check[1] - len(ex["checks"]) + 1
+    return (j, len(ex["graded"])) if j >= 1 else None
 
 
 def _judge(reference: Reference, step: Step, events: list | None, error: str, tally: Tally):
-    """Judge one check's recorded events against the reference run's, into the tally."""
+    """Judge one check's recorded events against the reference run's, into the tally.  A graded
+    variant's messages name it only (``hidden check 2 of 3 of exercise 4``): its inputs and
+    expected values reach the instructor's JSON gradebook alone (:attr:`ExerciseResult.detail`)."""
     num = step.check[0]
+    hidden = _hidden(tally.key, step.check)
     if step.check in reference.problems or step.check not in reference.events:
-        tally.key_problem(num, reference.problems.get(step.check, "the key's own run recorded "
-                                                       "nothing"))  # fmt: skip
+        why = reference.problems.get(step.check, "the key's own run recorded nothing")
+        if hidden:
+            tally.detail.setdefault(num, []).append(f"hidden check {hidden[0]}: {why}")
+            why = f"hidden check {hidden[0]} of {hidden[1]} of exercise {num}: the key's run failed"
+        tally.key_problem(num, why)
         return
     if events is None:
         tally.fail(num, error or "the check reported no result (did the kernel's output get "
-                   "redirected or the grader's code replaced?)")  # fmt: skip
+                   "redirected or the grader's code replaced?)", hidden)  # fmt: skip
         tally.cell_failed(step.index, tally.errors[num][-1])
         return
     try:
         verdicts = judge(reference.events[step.check], events)
     except Exception as err:  # noqa: BLE001 - malformed results from the kernel: that one FAILs
-        tally.fail(num, f"the check's results from the kernel are malformed ({err!r:.80})")
+        tally.fail(num, f"the check's results from the kernel are malformed ({err!r:.80})", hidden)
         return
-    tally.verdicts(step.index, num, verdicts)
+    tally.verdicts(step.index, num, verdicts, hidden)
 
 
 def grade_notebooks(
@@ -204,26 +244,29 @@ def grade_notebooks(
 ) -> list[NotebookResult]:
     """Grade several submissions, ``jobs`` at a time, each in its own kernel; results in order.
 
-    Every notebook and key is read, and every lab's reference run made, before any submission's
-    kernel starts; the kernels cannot see the submissions' folders (where namespaces are
-    available), so no submission can read or rewrite another.  A submission for which no key is
+    Every notebook's size and SHA-256 are taken and every key is read, and every lab's reference
+    run made, before any submission's kernel starts; each notebook is read when its turn comes
+    (so the class is never all in memory) and graded only if it still has that digest. The
+    kernels cannot see the submissions' folders (where namespaces are available), and where they
+    could, a notebook another kernel rewrote is ``invalid``: no submission can change another's
+    grade.  A notebook over :data:`~labs.course.submissions.NOTEBOOK_LIMIT` bytes is ``invalid`` without being read.  A submission for which no key is
     found is ``invalid`` (the others are still graded); ``on_done(result)`` is called as each one
     finishes (for progress bars).
     """
     jobs = max(1, min(jobs, cores()))  # each kernel has a core (labs.course.sandbox)
     loaded: dict[str, Any] = {}
     keys: dict[str, Any] = {}
+    secret = {Path(key_dir or KEY_DIR)}  # the keys: a kernel that could read them fails to start
     for p in paths:
-        try:
-            loaded[str(p)] = load_notebook(p)
-        except NotebookError as err:
-            loaded[str(p)] = err
+        loaded[str(p)] = digest(p)
         try:
             k = key if key is not None else find_key(p, key_dir)
+            secret |= set() if isinstance(k, dict) else {Path(k).parent}
             keys[str(p)] = k if isinstance(k, dict) else load_key(k)
         except NotebookError as err:
             keys[str(p)] = err
-    hide = tuple(sorted({str(Path(p).resolve().parent) for p in paths}))
+    secret = {str(f.resolve()) for f in secret if f.is_dir()}
+    hide = tuple(sorted({str(Path(p).resolve().parent) for p in paths} | secret))
     labs = {k["lab"]: k for k in keys.values() if isinstance(k, dict)}
 
     def reference(k: dict) -> Reference:
@@ -242,7 +285,7 @@ def grade_notebooks(
             try:
                 result = grade_notebook(
                     p, k, cell_timeout=timeout, notebook_timeout=notebook_timeout,
-                    isolate=isolate, nb=loaded[str(p)], hide=hide,
+                    isolate=isolate, nb=load(p, loaded[str(p)]), hide=hide,
                     reference=references[k["lab"]],
                 )  # fmt: skip
             except GraderError:

@@ -42,46 +42,9 @@ from labs.course.notebooks import NotebookError
 from labs.course.points import key_points
 from labs.course.reference import CELL_TIMEOUT, NOTEBOOK_TIMEOUT, GraderError
 from labs.course.report import Progress, summary, table
-from labs.course.results import NotebookResult
+from labs.course.submissions import discover, duplicates, keep_first
 
-__all__ = ["discover", "duplicates", "lab_points", "build_parser", "merge_parser", "main"]
-
-
-def discover(class_dir: Path) -> tuple[list[tuple[str, Path]], list[str]]:
-    """``([(student, notebook)], [refused])`` under a class folder, sorted.
-
-    Hidden folders (``.ipynb_checkpoints``) are skipped; symbolic links (to a file or a folder)
-    and anything that resolves outside the class folder are refused and reported.
-    """
-    found, refused = [], []
-    root = class_dir.resolve()
-    for path in sorted(class_dir.rglob("*.ipynb")):
-        rel = path.relative_to(class_dir)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        links = [class_dir.joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
-        if any(p.is_symlink() for p in links) or root not in path.resolve().parents:
-            refused.append(f"{rel}: a symbolic link or outside the class folder (not graded)")
-            continue
-        if not path.is_file():
-            continue
-        student = rel.parts[0] if len(rel.parts) > 1 else path.stem
-        found.append((student, path))
-    return found, refused
-
-
-def duplicates(results: list[NotebookResult], students: dict[str, str]) -> list[NotebookResult]:
-    """Keep one submission per student and lab (the first by path); return the others."""
-    seen: set[tuple[str, str]] = set()
-    extra = []
-    for r in results:
-        if r.notebook not in students:  # notebooks named on the command line: all kept
-            continue
-        who = (students[r.notebook], r.lab)
-        if r.lab and who in seen:
-            extra.append(r)
-        seen.add(who)
-    return extra
+__all__ = ["lab_points", "build_parser", "merge_parser", "main"]
 
 
 def lab_points(paths, key: dict | None, key_dir: Path) -> Points:
@@ -261,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     students: dict[str, str] = {}
     paths: list[Path] = list(args.submissions)
     description = None
+    try:
+        key = load_key(args.key) if args.key else None
+    except NotebookError as err:
+        _err(escape(err))
+        return 2
     if args.class_dir is not None:
         if not args.class_dir.is_dir():
             _err(f"--class {escape(args.class_dir)}: no such folder")
@@ -274,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(found)} submissions",
                   file=sys.stderr)  # fmt: skip
             found = mine
+        found, dropped = keep_first(found, key, args.keys)  # before grading: one run each
+        for p in dropped:
+            print(f"note: {escape(p)} is a second submission for its lab by the same student; "
+                  "only the first (by path) is graded", file=sys.stderr)  # fmt: skip
         students.update({str(p): s for s, p in found})
         paths += [p for _, p in found]
     if not paths and shard is None:
@@ -282,11 +254,6 @@ def main(argv: list[str] | None = None) -> int:
     missing = [p for p in args.submissions if not p.is_file()]
     if missing:
         _err(f"{escape(missing[0])}: no such notebook file")
-        return 2
-    try:
-        key = load_key(args.key) if args.key else None
-    except NotebookError as err:
-        _err(escape(err))
         return 2
     if shard is not None:
         out = args.gradebook or Path(f"gradebook-shard-{shard[0]}-of-{shard[1]}.json")
@@ -299,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = grade_notebooks(
             paths, args.timeout, notebook_timeout=args.notebook_timeout, jobs=args.jobs,
-            key=key, key_dir=args.keys, isolate=not args.no_isolation, on_done=progress,
+            key=args.key or None, key_dir=args.keys, isolate=not args.no_isolation,
+            on_done=progress,
         ) if paths else []  # fmt: skip
     except GraderError as err:
         _err(f"the grader failed: {escape(err)}")

@@ -26,9 +26,11 @@ from typing import Any
 
 from labs.course.bundle import CELL_TIMEOUT, CONFIG, NOTEBOOK_TIMEOUT
 from labs.course.feedback import clean, escape, feedback_line
+from labs.course.gradefile import write_atomic
 from labs.course.notebooks import NotebookError
 from labs.course.points import key_points
 from labs.course.results import ExerciseResult, all_fail
+from labs.course.submissions import walk
 
 __all__ = ["find_submission", "results", "run"]
 
@@ -37,15 +39,10 @@ def find_submission(folder: Path, lab: str) -> Path | str:
     """The notebook to grade in ``folder``, or why there is none (a sentence for the student).
 
     ``<lab>.ipynb`` anywhere in the upload wins; else the one notebook whose name has the lab's
-    number; else the only notebook. Hidden folders, ``__MACOSX`` and symbolic links are skipped.
+    number; else the only notebook. Hidden folders, ``__MACOSX``, symbolic links and folders
+    deeper than :data:`labs.course.submissions.MAX_DEPTH` are skipped.
     """
-    found = sorted(
-        p
-        for p in folder.rglob("*.ipynb")
-        if not any(part.startswith((".", "__MACOSX")) for part in p.relative_to(folder).parts)
-        and not p.is_symlink()
-        and p.is_file()
-    )
+    found, _ = walk(folder, skip=(".", "__MACOSX"))  # never recursive: any depth of folders
     if not found:
         return f"no notebook was submitted: upload {lab}.ipynb (your completed student notebook)"
     exact = [p for p in found if p.name == f"{lab}.ipynb"]
@@ -184,7 +181,8 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
     """Grade ``root/submission`` for Gradescope into ``root/results/results.json``.
 
     Returns 0 when ``results.json`` was written (whatever the grade), 2 when the bundle itself is
-    broken (no config or key), 3 when the grader failed (no ``results.json``: an autograder error).
+    broken (no config or key), 3 when the grader failed (no kernel could start, or
+    ``results.json`` could not be written: none is left under that name, an autograder error).
     """
     from labs.course.grade import grade_notebooks
     from labs.course.key import load_key
@@ -229,10 +227,14 @@ def run(root: Path, *, isolate: bool = True, out=None) -> int:
         visibility=visibility, protections_off=off,
     )  # fmt: skip
     target = root / "results" / "results.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(".results.json.tmp")
-    tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    try:  # whatever the kernel left in results/, only this grader's file stands under the name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, json.dumps(payload, indent=1) + "\n")
+    except OSError as err:
+        print(f"error: cannot write {escape(target)}: {escape(err.strerror or err)}", file=out)
+        if target.is_file():  # not this run's: a grade Gradescope must never read
+            target.unlink(missing_ok=True)
+        return 3
     print(payload["output"], file=out)
     print(f"results written to {escape(target)}", file=out)
     return 0

@@ -73,14 +73,14 @@ def _cell_name(path: Path, index: int, cell: Any) -> str:
     return f"{path}, cell {index}" + (f" (id {cid})" if cid else "")
 
 
-def load_notebook(path: str | Path) -> Any:
-    """Read a notebook (nbformat v4), raising :class:`NotebookError` if missing or corrupt."""
+def load_notebook(path: str | Path, data: bytes | None = None) -> Any:
+    """Read a notebook (nbformat v4, UTF-8 with or without a BOM) from ``path`` or its bytes
+    ``data``, raising :class:`NotebookError` if missing or corrupt."""
     path = Path(path)
-    if not path.is_file():
+    if data is None and not path.is_file():
         raise NotebookError(f"{path}: no such notebook file")
     try:
-        with open(path, encoding="utf-8") as f:
-            nb = nbformat.read(f, as_version=4)
+        nb = nbformat.reads((path.read_bytes() if data is None else data).decode("utf-8-sig"), 4)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise NotebookError(
             f"{path}: not a valid notebook (JSON could not be read: {err})"

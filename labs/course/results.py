@@ -26,6 +26,9 @@ class ExerciseResult:
     error: str  #: why it failed ("" when passed)
     status: str = "graded"  #: graded, invalid, timeout, tampered or not applicable
     verified: str = ""  #: the PASS line(s) of a passed exercise
+    #: what the graded variants (hidden checks) found, in full: their inputs and expected values,
+    #: for the instructor's JSON gradebook only (every other output says "hidden check j of n")
+    detail: str = ""
 
     @property
     def message(self) -> str:
@@ -86,6 +89,7 @@ class Tally:
             int, tuple[str, str]
         ] = {}  # exercise -> (status, why) not run to the end
         self.failed: dict[int, str] = {}  # cell index -> error line
+        self.detail: dict[int, list[str]] = {}  # exercise -> its hidden checks' full messages
         self.executed = 0
         self.halted, self.halted_status = "", "graded"
 
@@ -104,19 +108,29 @@ class Tally:
     def key_problem(self, num: int, why: str) -> None:
         self.invalid[num] = f"not graded: {why} (an answer-key problem, not the student's)"
 
-    def fail(self, num: int, why: str) -> None:
+    def fail(self, num: int, why: str, hidden: tuple[int, int] | None = None) -> None:
+        """Exercise ``num`` failed for ``why``; ``hidden=(j, of)`` for its j-th graded variant,
+        whose inputs and expected values the student never sees: the line says only which."""
+        if hidden is not None:
+            self.detail.setdefault(num, []).append(f"hidden check {hidden[0]}: {why}")
+            why = f"CheckFailure: {_hidden(num, hidden)} failed"
         self.errors.setdefault(num, []).append(why)
 
-    def verdicts(self, index: int, num: int, verdicts: list) -> None:
-        """The grader's verdicts on one check cell of exercise ``num`` (at cell ``index``)."""
+    def verdicts(self, index: int, num: int, verdicts: list, hidden=None) -> None:
+        """The grader's verdicts on one check cell of exercise ``num`` (at cell ``index``);
+        ``hidden=(j, of)`` when it is the j-th graded variant (see :meth:`fail`)."""
         for v in verdicts:
             n = v.number or num
             if v.status == "key":
-                self.key_problem(n, v.message)
+                if hidden is not None:
+                    self.detail.setdefault(n, []).append(f"hidden check {hidden[0]}: {v.message}")
+                why = f"{_hidden(n, hidden)}: the key's own run failed" if hidden else v.message
+                self.key_problem(n, why)
             elif v.status == "fail":
-                self.fail(n, v.message)
+                self.fail(n, v.message, hidden)
             elif v.status == "pass":
-                self.verified.setdefault(n, []).append(v.message)
+                line = f"PASS {_hidden(n, hidden)}" if hidden else v.message
+                self.verified.setdefault(n, []).append(line)
         if self.errors.get(num):
             self.cell_failed(index, self.errors[num][-1])
 
@@ -133,9 +147,11 @@ class Tally:
         if n in self.stopped and not self.errors[n]:
             status, why = self.stopped[n]
             return ExerciseResult(path, n, False, why, status)
+        detail = " | ".join(self.detail.get(n, []))
         if self.errors[n]:
-            return ExerciseResult(path, n, False, self.errors[n][0])
-        return ExerciseResult(path, n, True, "", verified=" | ".join(self.verified[n]))
+            return ExerciseResult(path, n, False, self.errors[n][0], detail=detail)
+        verified = " | ".join(self.verified[n])
+        return ExerciseResult(path, n, True, "", verified=verified, detail=detail)
 
     def result(self, isolation: str = "") -> NotebookResult:
         exercises = [self._exercise(n) for n in sorted(self.errors)]
@@ -147,3 +163,7 @@ class Tally:
             self.path, exercises, self.failed, self.executed, self.check_cells,
             self.key.get("lab", ""), status, isolation,
         )  # fmt: skip
+
+
+def _hidden(num: int, hidden: tuple[int, int]) -> str:
+    return f"hidden check {hidden[0]} of {hidden[1]} of exercise {num}"

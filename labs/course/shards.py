@@ -2,7 +2,7 @@
 
 Every machine runs the same command with its own ``K`` (a Slurm array task, a Kubernetes Indexed
 Job's completion index: the instructor guide shows both). Each lists the whole class folder
-(:func:`labs.course.gradebook.discover`, sorted: file-system order never matters), deals the
+(:func:`labs.course.submissions.discover`, sorted: file-system order never matters), deals the
 students to ``N`` shards by :func:`assign`, grades its own and writes a JSON gradebook that says
 which shard it is: its index, ``N``, a fingerprint of the whole class listing and the submissions
 it graded. All of a student's notebooks land in the same shard (so a second submission is spotted

@@ -37,9 +37,9 @@ MARK = "labs-grade-result "
 
 _KERNEL_CODE = r"""
 A = ARGS
-check_code = compile(A["source"], "<labs-grade-check>", "exec")
+check_code = compile(A.pop("source"), "<labs-grade-check>", "exec")  # no text left to read
 exec(
-    compile(A["recorder_source"], "<labs-grade-recorder>", "exec"),
+    compile(A.pop("recorder_source"), "<labs-grade-recorder>", "exec"),
     {"__name__": "__labs_grade_recorder__", "ARGS": A["recorder"], "USER_NS": USER_NS,
      "CHECK_CODE": check_code},
 )

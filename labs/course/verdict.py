@@ -110,8 +110,16 @@ def _short_name(names: list) -> str:
     return str(names[0]).removeprefix("builtins.") if names else "an exception"
 
 
+MESSAGE_LIMIT = 200  #: characters of a student's exception message a failure line quotes
+
+
 def _error_message(label: str, names: list, message: str, passed: int, pending: str) -> str:
+    """The line for a check the code under test interrupted: the exception's type and its
+    message (the student's text: one line, at most :data:`MESSAGE_LIMIT` characters)."""
     short = {str(n).rsplit(".", 1)[-1] for n in names}
+    message = " ".join(str(message).split())
+    if len(message) > MESSAGE_LIMIT:
+        message = message[:MESSAGE_LIMIT] + "… (cut)"
     if "NotImplementedError" in short:
         return f"{label} -- not implemented yet: {message}"
     if "NameError" in short:
