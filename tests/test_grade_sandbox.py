@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -257,6 +258,10 @@ def test_timeout_kills_everything_the_kernel_started_even_if_sigint_is_ignored()
             "if os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '301.25'])",
             timeout=30,
         )
+        # the forked child may not have exec'd sleep yet when the cell returns: wait for both
+        deadline = time.monotonic() + 30
+        while len(_sleepers("301.25")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert len(_sleepers("301.25")) == 2
         r = b.run(
             "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
