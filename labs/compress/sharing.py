@@ -34,10 +34,11 @@ def share_blocks(model: nn.Module) -> nn.Module:
     return model
 
 
-def unique_bytes(model: nn.Module) -> int:
-    """Bytes of the distinct parameters and buffers of ``model`` (shared ones counted once)."""
+def unique_bytes(model: nn.Module, buffers: bool = True) -> int:
+    """Bytes of the distinct parameters (and, with ``buffers``, buffers) of ``model``, shared
+    ones counted once, each at its own element size."""
     seen, total = set(), 0
-    for t in list(model.parameters()) + list(model.buffers()):
+    for t in list(model.parameters()) + (list(model.buffers()) if buffers else []):
         if id(t) not in seen:
             seen.add(id(t))
             total += t.numel() * t.element_size()

@@ -70,7 +70,41 @@ WRONG = [
     Wrong(
         5,
         "measured time in milliseconds",
-        old="measured_s = time_fn(lambda: (a @ b, device_lib.synchronize(dev)), warmup=1, repeats=3)",
-        new="measured_s = 1e3 * time_fn(lambda: (a @ b, device_lib.synchronize(dev)), warmup=1, repeats=3)",
+        old="measured_s = time_fn(product, warmup=1, repeats=3)",
+        new="measured_s = 1e3 * time_fn(product, warmup=1, repeats=3)",
+    ),
+    # issue 35: the wrong measurement
+    Wrong(
+        5,
+        "measures a float64 product while the prediction is for float32",
+        old="a, b = torch.randn(n, n).to(dev), torch.randn(n, n).to(dev)",
+        new="a, b = torch.randn(n, n, dtype=torch.float64).to(dev), torch.randn(n, n, dtype=torch.float64).to(dev)",
+    ),
+    # adversary; slipped at 347915e: no loop, no counting: only code review sees it (the values equal the loop's)
+    Wrong(
+        2,
+        "forbidden shortcut: numpy's A @ B plus the closed-form counts, no loops, nothing counted",
+        block="""
+        m, k = A.shape
+        n = B.shape[1]
+        return A @ B, m * k * n, m * n * (k - 1)
+        """,
+    ),
+    # adversary; slipped at 347915e: shapes [(10, 1), (1, 100), (100, 11)]: picks left (24000 FLOPs), right costs 2420
+    Wrong(
+        3,
+        "decides by the cost of the first product only, ignoring the second",
+        block="""
+        left = matmul_flops(a, b, c) + matmul_flops(a, c, d)
+        right = matmul_flops(b, c, d) + matmul_flops(a, b, d)
+        return ("left", left) if matmul_flops(a, b, c) <= matmul_flops(b, c, d) else ("right", right)
+        """,
+    ),
+    # adversary; slipped at 347915e: two randn(1536, 1536) calls are timed with the product
+    Wrong(
+        5,
+        "times the wrong thing: the random inputs are generated inside the timed call",
+        old="return a @ b, device_lib.synchronize(dev)",
+        new="return torch.randn(n, n) @ torch.randn(n, n), device_lib.synchronize(dev)",
     ),
 ]

@@ -151,4 +151,37 @@ WRONG = [
             "return float(1.0 - num / den)"
         ),
     ),
+    # issue 35: edge lengths
+    Wrong(
+        1,
+        "totals without max(.., 0): a hypothesis shorter than n adds a negative count",
+        old="totals[n - 1] += max(len(hyp) - n + 1, 0)",
+        new="totals[n - 1] += len(hyp) - n + 1",
+    ),
+    Wrong(
+        5,
+        "returns 1.0 when n - c <= k (off by one at n - c == k)",
+        old="if n - c < k:",
+        new="if n - c <= k:",
+    ),
+    # adversary; slipped at 347915e: rouge_l("a b", "c d") raises ZeroDivisionError; rouge-score gives 0
+    Wrong(
+        2,
+        "no zero guards: F1 divides by p + r = 0 when the texts share no token (or one is empty)",
+        block="""
+        lcs = lcs_length(ref, pred)
+        p = lcs / len(pred)
+        r = lcs / len(ref)
+        f = 2 * p * r / (p + r)
+        return {"precision": p, "recall": r, "fmeasure": f}
+        """,
+        part=1,
+    ),
+    # adversary; slipped at 347915e: signatures [1, 4, 9, 9] and [2, 3, 8, 8], 2 bands x 2 rows: reports (0, 1), datasketch none
+    Wrong(
+        4,
+        "buckets a band by the sum of its values: different bands with equal sums collide",
+        old="buckets.setdefault(row[band * rows : (band + 1) * rows].tobytes(), []).append(i)",
+        new="buckets.setdefault(int(row[band * rows : (band + 1) * rows].astype(np.uint64).sum()), []).append(i)",
+    ),
 ]

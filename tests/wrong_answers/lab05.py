@@ -199,4 +199,21 @@ WRONG = [
         old='self.register_buffer("packed", packed)',
         new='self.register_buffer("packed", packed)\n        self.weight = nf4_dequantize_blocks(packed, absmax, self.shape)',
     ),
+    # adversary; slipped at 347915e: the layer input's gradient is 0 instead of W^T g (exercise 1 never checks x.grad)
+    Wrong(
+        1,
+        "runs the frozen base under torch.no_grad(): no gradient reaches the layer's input",
+        old="return self.base(x) + self.scaling * (x @ self.lora_A.T @ self.lora_B.T)",
+        new=(
+            "with torch.no_grad():\n            frozen = self.base(x)\n"
+            "        return frozen + self.scaling * (x @ self.lora_A.T @ self.lora_B.T)"
+        ),
+    ),
+    # adversary; slipped at 347915e: linear.bias.add_(1) afterwards moves the QLoRA bias buffer too
+    Wrong(
+        4,
+        "the bias buffer aliases the original layer's bias (detach without clone)",
+        old="linear.bias.detach().clone()",
+        new="linear.bias.detach()",
+    ),
 ]

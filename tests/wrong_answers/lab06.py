@@ -212,4 +212,17 @@ while i < len(arrivals):
         old="if total == 0:\n        return math.nan\n    ",
         new="",
     ),
+    # adversary; slipped at 347915e: the check searches the source text for 'compare_digest', a comment satisfies it
+    Wrong(
+        4,
+        "plain == comparison: the source mentions compare_digest only in a comment",
+        block="""
+        # TODO: switch to hmac.compare_digest (constant time) later
+        if api_key not in VALID_KEYS:
+            raise HTTPException(
+                401, detail="missing or invalid API key", headers={"WWW-Authenticate": "APIKey"}
+            )
+        return api_key
+        """,
+    ),
 ]

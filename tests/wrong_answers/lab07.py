@@ -94,4 +94,18 @@ WRONG = [
         old="if complete:\n            mask[tok.stoi[stop]] = True",
         new="if True:\n            mask[tok.stoi[stop]] = True",
     ),
+    # adversary; slipped at 347915e: an answer 'abc ' before the end marker counts as right (only if the model emits a space)
+    Wrong(
+        2,
+        "strips whitespace before comparing (not an exact match)",
+        old="right += answer == p.answer",
+        new="right += answer.strip() == p.answer.strip()",
+    ),
+    # adversary; slipped at 347915e: a prompt + output longer than block_size raises ValueError in GPT; the check's prompts are short
+    Wrong(
+        5,
+        "feeds the whole context without cropping to block_size",
+        old="logits = model(ids[:, -model.config.block_size :])[0, -1]",
+        new="logits = model(ids)[0, -1]",
+    ),
 ]

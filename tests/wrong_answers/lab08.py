@@ -120,4 +120,11 @@ WRONG = [
         old="m * k * math.ceil(n / tile) + k * n * math.ceil(m / tile)",
         new="m * k * math.ceil(m / tile) + k * n * math.ceil(n / tile)",
     ),
+    # adversary; slipped at 347915e: the fake timer cannot see what fn does; every timed call also allocates a new nbytes tensor
+    Wrong(
+        2,
+        "times the wrong thing: allocates a fresh destination inside every timed call",
+        old="times = [timer(lambda: dst.copy_(src)) for _ in range(repeats)]",
+        new="times = [timer(lambda: torch.empty_like(src).copy_(src)) for _ in range(repeats)]",
+    ),
 ]

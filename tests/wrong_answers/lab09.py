@@ -129,4 +129,11 @@ WRONG = [
     Wrong(6, "a Python loop over the elements", block="return sum(x * x for x in v)"),
     Wrong(6, "mean instead of sum", block="return (v * v).mean()"),
     Wrong(6, "computes in float32", block="return (v.float() * v.float()).sum()"),
+    # adversary; slipped at 347915e: min_tokens_compute_bound(64, 48.0, 35.0, 4): 3 (intensity(3) == 48/35), this gives 4
+    Wrong(
+        5,
+        "at the ridge counts as memory-bound (> instead of >=)",
+        old="if matmul_intensity(mid, d, d, bytes_per_element) >= ridge:",
+        new="if matmul_intensity(mid, d, d, bytes_per_element) > ridge:",
+    ),
 ]

@@ -295,4 +295,57 @@ WRONG = [
         old="return q, scale",
         new="return q, scale.to(x.dtype)",
     ),
+    # adversary; slipped at 347915e: length 3 in a cache of 4, 2 new tokens: ValueError, but slot 3 was overwritten
+    Wrong(
+        1,
+        "writes before checking the size (a bad request corrupts the cache)",
+        block="""
+        t = k_new.shape[2]
+        end = length + t
+        cache_k[:, :, length:end] = k_new[:, :, : max(0, cache_k.shape[2] - length)]
+        cache_v[:, :, length:end] = v_new[:, :, : max(0, cache_v.shape[2] - length)]
+        if end > cache_k.shape[2]:
+            raise ValueError(f"kv_update: {length} cached + {t} new tokens exceed {cache_k.shape[2]}")
+        return cache_k[:, :, :end], cache_v[:, :, :end], end
+        """,
+    ),
+    # adversary; slipped at 347915e: when nobody is admitted the returned waiting list `is` the caller's list
+    Wrong(
+        6,
+        "aliases the input: the waiting list is returned as is when nobody is admitted",
+        block="""
+        still, finished = [], []
+        for req in running:
+            if req["generated"] >= req["output_len"]:
+                finished.append(req["id"])
+                free_blocks += math.ceil((req["prompt_len"] + req["generated"]) / block_size)
+            else:
+                still.append(req)
+        queue = waiting
+        while queue and len(still) < max_batch:
+            need = math.ceil(queue[0]["prompt_len"] / block_size)
+            if need > free_blocks:
+                break
+            free_blocks -= need
+            still.append(queue[0])
+            queue = queue[1:]
+        return still, queue, free_blocks, finished
+        """,
+    ),
+    # adversary; slipped at 347915e: two runs with the same seeded generator give different tokens
+    Wrong(
+        7,
+        "ignores the generator (global RNG): a seeded run is not reproducible",
+        block="""
+        gamma = len(draft_tokens)
+        for i in range(gamma):
+            x = int(draft_tokens[i])
+            r = float(torch.rand(()))
+            if r * q[i, x] < p[i, x]:
+                continue
+            residual = torch.clamp(p[i] - q[i], min=0.0)
+            return i, int(torch.multinomial(residual / residual.sum(), 1))
+        return gamma, int(torch.multinomial(p[gamma], 1))
+        """,
+    ),
 ]

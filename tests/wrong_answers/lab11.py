@@ -225,4 +225,16 @@ WRONG = [
         old="l_i = l_i * alpha + tl.sum(p, 1)",
         new="l_i = l_i + tl.sum(p, 1)",
     ),
+    # adversary; slipped at 347915e: Python's max over the tensor is invisible to the TorchFunctionMode that counts max/sum calls
+    Wrong(
+        2,
+        "two passes: the global maximum first (Python's max, no torch.max call), then the sums",
+        block="""
+        m = max(float(v) for v in x)
+        l = 0.0
+        for start in range(0, x.numel(), block_size):
+            l += torch.exp(x[start : start + block_size] - m).sum().item()
+        return torch.exp(x - m) / l
+        """,
+    ),
 ]

@@ -169,4 +169,12 @@ WRONG = [
     Wrong(
         3, "all-reduce by the built-in collective", block="dist.all_reduce(x, group=group)", part=2
     ),
+    # SLIPS the notebook check (at 347915e), which builds its expected lines from the results;
+    # labs-grade rejects it (the expected lines come from the reference run: "776" vs "776.0")
+    Wrong(
+        1,
+        "sends the number as a float32 tensor (the exercise asks for int64)",
+        old="box = torch.zeros(1, dtype=torch.int64)",
+        new="box = torch.zeros(1)",
+    ),
 ]

@@ -131,4 +131,11 @@ WRONG = [
         old="[g.nbytes for g in grads]",
         new="[g.size for g in grads]",
     ),
+    # adversary; slipped at 347915e: acc.blocks[0]['a'] is model.blocks[0]['a']: an optimizer step on the result changes the input
+    Wrong(
+        2,
+        "returns a shallow copy: the result shares its weight arrays with the model given",
+        old="total = model.copy()",
+        new="import copy as _copy\n    total = _copy.copy(model)",
+    ),
 ]

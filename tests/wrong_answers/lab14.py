@@ -99,4 +99,11 @@ WRONG = [
         old="(p - 1) * (t_f + t_b - t_w)",
         new="(p - 1) * (t_f + t_b) - t_w",
     ),
+    # adversary; slipped at 347915e: executor and simulator agree on every checked schedule, so no value can tell them apart
+    Wrong(
+        4,
+        "reports the simulator's bubble and stash instead of the executed run's",
+        old="return pp.bubble_fraction(result.timeline), max(result.peak_stash)",
+        new="sim = pp.simulate(schedule)\n    return pp.bubble_fraction(sim), max(pp.peak_stash(sim))",
+    ),
 ]

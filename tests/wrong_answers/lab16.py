@@ -113,10 +113,20 @@ WRONG = [
         flat[rank * k : (rank + 1) * k] = shard.detach()
         """,
     ),
+    # numel bytes instead (too small) makes the gather write past the storage and kills the
+    # kernel: code that crashes is not a wrong answer this test can run
     Wrong(
         4,
-        "materialize resizes the storage to numel elements, not bytes",
+        "materialize resizes the storage for 8-byte elements (float64), twice what float32 needs",
         old="resize_(flat.numel() * flat.element_size())",
-        new="resize_(flat.numel())",
+        new="resize_(flat.numel() * 8)",
+    ),
+    # issue 35 (and the adversary, slipped at 347915e): state across calls
+    Wrong(
+        3,
+        "overwrites the shard's gradient instead of accumulating (a second backward before the "
+        "step loses the first)",
+        old="shard.grad = mine if shard.grad is None else shard.grad + mine",
+        new="shard.grad = mine",
     ),
 ]

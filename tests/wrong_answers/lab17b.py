@@ -164,4 +164,11 @@ WRONG = [
         old="keep = torch.zeros(t, k, dtype=torch.bool)",
         new="keep = torch.zeros(t, k, dtype=torch.uint8)",
     ),
+    # adversary; slipped at 347915e: float64 scores 800 then 0 in two blocks: exp(800) overflows, output NaN
+    Wrong(
+        2,
+        "the block's own maximum instead of the running one",
+        old="m_new = torch.maximum(m, s.amax(dim=-1))",
+        new="m_new = torch.where(torch.isinf(s.amax(dim=-1)), m, s.amax(dim=-1))",
+    ),
 ]

@@ -158,4 +158,31 @@ WRONG = [
         old="return a.float(), (u[:, :r] * root).float()",
         new="return (a * root[:, None]).float(), u[:, :r].float()",
     ),
+    # issue 35: mixed dtypes
+    Wrong(
+        4,
+        "multiplies every count by the first parameter's element size",
+        block="""
+        seen, total = set(), 0
+        size = next(model.parameters()).element_size()
+        for p in model.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                total += p.numel() * size
+        return total
+        """,
+    ),
+    # adversary; slipped at 347915e: no checked model has buffers; note labs.compress.sharing.unique_bytes counts buffers too (BatchNorm: 152 vs 112)
+    Wrong(
+        4,
+        "counts buffers too",
+        block="""
+        seen, total = set(), 0
+        for p in [*model.parameters(), *model.buffers()]:
+            if id(p) not in seen:
+                seen.add(id(p))
+                total += p.numel() * p.element_size()
+        return total
+        """,
+    ),
 ]

@@ -166,4 +166,41 @@ return mask
         old="k, dim=1, largest=False)",
         new="k, dim=1, largest=True)",
     ),
+    # issue 35: ties and rounding rules
+    Wrong(
+        1,
+        "rounds the number of weights to prune up (torch.nn.utils.prune rounds to nearest)",
+        old="n_prune = round(sparsity * w.numel())",
+        new="n_prune = int(torch.tensor(sparsity * w.numel()).ceil())",
+    ),
+    Wrong(
+        1,
+        "threshold at the k-th smallest magnitude: ties drop more than round(sparsity * n) weights",
+        block="""
+        if not 0.0 <= sparsity < 1.0:
+            raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
+        n_prune = round(sparsity * w.numel())
+        if not n_prune:
+            return torch.ones_like(w, dtype=torch.bool)
+        threshold = torch.kthvalue(w.abs().reshape(-1), n_prune).values
+        return w.abs() > threshold
+        """,
+    ),
+    # adversary; slipped at 347915e: w = [-1, 2, -3] comes back as [1, 2, 3]
+    Wrong(
+        1,
+        "takes the magnitudes in place (reshape is a view): the caller's weight loses its signs",
+        block="""
+        if not 0.0 <= sparsity < 1.0:
+            raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
+        n_prune = round(sparsity * w.numel())
+        mask = torch.ones_like(w, dtype=torch.bool)
+        mags = w.reshape(-1)
+        mags.abs_()
+        if n_prune:
+            drop = torch.topk(mags, n_prune, largest=False).indices
+            mask.view(-1)[drop] = False
+        return mask
+        """,
+    ),
 ]

@@ -195,4 +195,25 @@ return (q * scale).reshape(in_f, out_f).T
         old="W = w.clone()",
         new="W = w",
     ),
+    # adversary; slipped at 347915e: x = [-1, 62.5/127] at 8 bits: code 63, torch.round gives 62
+    Wrong(
+        1,
+        "rounds half up (floor(v + 0.5)) instead of half to even",
+        old="torch.round(x / scale)",
+        new="torch.floor(x / scale + 0.5)",
+    ),
+    # adversary; slipped at 347915e: x = [-127.5, 0, 127.5] at 8 bits: codes [0, 128, 0] (256 wrapped), reference [0, 128, 255]
+    Wrong(
+        2,
+        "forgets the clamp of the codes (a value can round to 2^b and wrap around in uint8)",
+        old="q = torch.clamp(torch.round(x / scale) + zero_point, 0, qmax).to(torch.uint8)",
+        new="q = (torch.round(x / scale) + zero_point).to(torch.uint8)",
+    ),
+    # adversary; slipped at 347915e: a value exactly 6.0: column taken as outlier, the reference's columns are []
+    Wrong(
+        4,
+        "an outlier is |x| >= threshold (a value equal to the threshold is not one that exceeds it)",
+        old="is_outlier = (x.abs() > threshold).any(dim=0)",
+        new="is_outlier = (x.abs() >= threshold).any(dim=0)",
+    ),
 ]

@@ -93,15 +93,15 @@ WRONG = [
     Wrong(
         5,
         "measures a float64 product while the prediction is for float32",
-        old="a, b = torch.randn(n, n), torch.randn(n, n)",
-        new="a, b = torch.randn(n, n, dtype=torch.float64), torch.randn(n, n, dtype=torch.float64)",
+        old="a, b = torch.randn(n, n).to(dev), torch.randn(n, n).to(dev)",
+        new="a, b = torch.randn(n, n, dtype=torch.float64).to(dev), torch.randn(n, n, dtype=torch.float64).to(dev)",
     ),
     # SLIPS the checks (at 347915e): two randn(1536, 1536) calls are timed with the product
     Wrong(
         5,
         "times the wrong thing: the random inputs are generated inside the timed call",
-        old="measured_s = time_fn(lambda: a @ b, warmup=1, repeats=3)",
-        new="measured_s = time_fn(lambda: torch.randn(n, n) @ torch.randn(n, n), warmup=1, repeats=3)",
+        old="return a @ b, device_lib.synchronize(dev)",
+        new="return torch.randn(n, n) @ torch.randn(n, n), device_lib.synchronize(dev)",
     ),
     Wrong(
         5,

@@ -112,8 +112,8 @@ WRONG = [
     Wrong(
         4,
         "ignores compute_dtype: dequantizes and computes in float32",
-        old="xc = x.to(self.compute_dtype)\n        w = self.qweight.dequantize(self.compute_dtype)",
-        new="xc = x.float()\n        w = self.qweight.dequantize(torch.float32)",
+        old=".to(self.compute_dtype)",
+        new=".float()",
     ),
     Wrong(
         4,
@@ -134,9 +134,9 @@ WRONG = [
     Wrong(
         4,
         "keeps a float copy of the weight besides the NF4 tensor",
-        old="self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)",
+        old='self.register_buffer("packed", packed)',
         new=(
-            "self.qweight = nf4.nf4_quantize(linear.weight, blocksize=64, double_quant=True)\n"
+            'self.register_buffer("packed", packed)\n'
             "        self.register_buffer('weight', linear.weight.detach().clone())"
         ),
     ),
@@ -146,10 +146,7 @@ WRONG = [
         old="return (y + self.scaling * update).to(x.dtype)",
         new="return y + self.scaling * update",
     ),
-    Wrong(
-        4,
-        "double quantization off",
-        old="double_quant=True",
-        new="double_quant=False",
-    ),
+    # "double quantization off" (double_quant=False) was dropped: exercise 4's solution now calls
+    # the student's own double_quantize (exercise 3), so there is no flag to turn off; the main
+    # list (tests/wrong_answers/lab05.py) has the block-size variant of that mistake
 ]

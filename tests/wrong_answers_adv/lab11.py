@@ -68,8 +68,8 @@ WRONG = [
     Wrong(
         3,
         "forgets the 1/sqrt(d) scale",
-        old="scale = 1.0 / math.sqrt(d)\n    o = torch.empty(n_q, v.shape[1], dtype=q.dtype)",
-        new="scale = 1.0\n    o = torch.empty(n_q, v.shape[1], dtype=q.dtype)",
+        old="scale = 1.0 / math.sqrt(d)\n    o = torch.empty(n_q, v.shape[1], dtype=q.dtype, device=q.device)",
+        new="scale = 1.0\n    o = torch.empty(n_q, v.shape[1], dtype=q.dtype, device=q.device)",
     ),
     Wrong(
         3,
@@ -89,8 +89,8 @@ WRONG = [
     Wrong(
         3,
         "starts the running maximum at 0 instead of -inf",
-        old="m = torch.full((rows,), -math.inf, dtype=q.dtype)",
-        new="m = torch.zeros(rows, dtype=q.dtype)",
+        old="m = torch.full((rows,), -math.inf, dtype=q.dtype, device=q.device)",
+        new="m = torch.zeros(rows, dtype=q.dtype, device=q.device)",
     ),
     Wrong(
         3,
@@ -104,8 +104,8 @@ WRONG = [
     Wrong(
         3,
         "accumulates in float32 and returns float32 for float64 inputs",
-        old="o = torch.empty(n_q, v.shape[1], dtype=q.dtype)",
-        new="o = torch.empty(n_q, v.shape[1])",
+        old="o = torch.empty(n_q, v.shape[1], dtype=q.dtype, device=q.device)",
+        new="o = torch.empty(n_q, v.shape[1], device=q.device)",
     ),
     Wrong(
         4,

@@ -186,7 +186,7 @@ WRONG = [
     Wrong(
         6,
         "no dampening",
-        old="H += damp * H.diagonal().mean() * torch.eye(H.shape[0], dtype=H.dtype)",
+        old="H += damp * H.diagonal().mean() * torch.eye(H.shape[0], dtype=H.dtype, device=H.device)",
         new="pass",
     ),
     Wrong(
