@@ -46,7 +46,11 @@ def outside_draws(source: str) -> list[str]:
                 and f.value.id not in bound and f.value.id not in ("np", "torch", "random")):  # fmt: skip
             bad.append(f"{f.value.id}.{f.attr}(...) (line {node.lineno})")
         for kw in node.keywords:
-            if kw.arg == "generator" and isinstance(kw.value, ast.Name) and kw.value.id not in bound:
+            if (
+                kw.arg == "generator"
+                and isinstance(kw.value, ast.Name)
+                and kw.value.id not in bound
+            ):
                 bad.append(f"generator={kw.value.id} (line {node.lineno})")
     return bad
 
