@@ -101,7 +101,9 @@ def plan(labs_root: str | Path, hide=(), tmpfs: int = TMPFS_LIMIT) -> list[list]
     for name in ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin"):
         if os.path.islink(name):
             steps.append(["link", os.readlink(name), name])
-    steps += [["bind", f, f] for f in folders]
+    # a folder under /tmp (a checkout or its venv there) is bound after the private /tmp covers it
+    late = [f for f in folders if any(_inside(f, t) for t in ("/tmp", "/var/tmp", "/dev/shm"))]
+    steps += [["bind", f, f] for f in folders if f not in late]
     for logical in {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)}:
         real = os.path.realpath(logical)  # a symbolic link on the way to Python: the same inside
         if logical != real and not any(_inside(logical, f) for f in folders):
@@ -129,4 +131,4 @@ def plan(labs_root: str | Path, hide=(), tmpfs: int = TMPFS_LIMIT) -> list[list]
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         steps.append(["link", target, f"/dev/{name}"])
-    return steps
+    return steps + [["bind", f, f] for f in late]
