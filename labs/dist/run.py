@@ -36,6 +36,7 @@ import torch.distributed as tdist
 
 from . import _emulator as _emu
 from . import _env
+from ._emulator import DistError
 
 # torch.distributed names that labs.dist implements with torch's signature
 PATCHED = (
@@ -190,7 +191,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    run_script(a.script, a.nproc_per_node, a.args, a.timeout)
+    try:
+        run_script(a.script, a.nproc_per_node, a.args, a.timeout)
+    except DistError as err:
+        if not hasattr(err, "exitcode"):
+            raise
+        # a rank called sys.exit(code) with code not 0/None: torchrun reports the rank's exit
+        # code and exits 1
+        print(f"{a.script} FAILED: rank {err.rank} exitcode {err.exitcode!r}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,54 @@
+"""A plain program's life on emulated ranks (``python -m labs.dist.run``), as under torchrun:
+how a rank ends (``sys.exit``), where its process group starts and stops, how it gets one.
+
+The reproductions the emulator was checked against are in ``tests/adversary/dist/min/``
+(``tests/adversary/dist/run.py`` runs one emulated and under torchrun and compares).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from labs.dist.run import main, run_script
+
+
+def _script(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("import sys\nimport torch\nimport torch.distributed as dist\n" + body)
+    return str(path)
+
+
+@pytest.mark.parametrize("end", ["sys.exit(0)", "sys.exit(None)", "raise SystemExit(0)",
+                                 "exit()", "sys.exit(r * 0)"])  # fmt: skip
+def test_sys_exit_zero_ends_the_rank_normally(tmp_path, end):
+    body = (
+        "dist.init_process_group('gloo')\n"
+        "r = dist.get_rank()\n"
+        "print('rank', r, 'done')\n"
+        "dist.destroy_process_group()\n"
+        "if r == 0:\n"
+        f"    {end}\n"
+        "print('rank', r, 'after')\n"
+    )
+    path = _script(tmp_path, "ok.py", body)
+    lines = run_script(path, 2, prefix=False)
+    assert lines == [["rank 0 done"], ["rank 1 done", "rank 1 after"]]
+    main(["--nproc_per_node", "2", path])  # returns: exit status 0, as torchrun's
+
+
+def test_sys_exit_nonzero_fails_with_the_code(tmp_path, capsys):
+    body = (
+        "dist.init_process_group('gloo')\n"
+        "r = dist.get_rank()\n"
+        "print('rank', r, 'done')\n"
+        "dist.destroy_process_group()\n"
+        "if r == 1:\n"
+        "    sys.exit(3)\n"
+    )
+    path = _script(tmp_path, "fail.py", body)
+    with pytest.raises(SystemExit) as info:  # torchrun: rc 1, "rank 1 ... exitcode: 3"
+        main(["--nproc_per_node", "2", path])
+    assert info.value.code == 1
+    out = capsys.readouterr()
+    assert "[default0]:rank 0 done" in out.out and "[default1]:rank 1 done" in out.out
+    assert "rank 1 exitcode 3" in out.err
