@@ -77,6 +77,7 @@ def _run(fn, world_size, args, kwargs, timeout, serial):
 
 def _run_ranks(fn, world_size, args, kwargs, timeout, serial):
     world = World(world_size, serial)
+    base_seed = torch.initial_seed()  # the caller's seed: ranks differ, runs repeat
     results: list[Any] = [None] * world_size
     failures: dict[int, BaseException] = {}
 
@@ -86,7 +87,7 @@ def _run_ranks(fn, world_size, args, kwargs, timeout, serial):
             batch_scheduling()
         try:
             if serial:
-                ctx.rng = _rng.RankRandom()
+                ctx.rng = _rng.RankRandom(_rng.rank_seed(base_seed, rank))
                 world.take_baton(ctx)
             results[rank] = fn(*args, **kwargs)
         except _Abort:

@@ -15,7 +15,9 @@ line a rank prints is prefixed with ``[default<rank>]:`` (one rank's lines stay 
 ranks' outputs are printed one after the other when the run ends).
 
 Each rank has its own torch, numpy and ``random`` state (``launch(..., per_rank_rng=True)``),
-so ``torch.manual_seed(rank)`` gives the numbers it gives under torchrun, and its own
+starting from a seed of its own as a torchrun process does (rank ``r``'s is derived from
+this process's ``torch.initial_seed()`` and ``r``, see :mod:`labs.dist._rng`), so
+``torch.manual_seed(rank)`` gives the numbers it gives under torchrun, and its own
 ``os.environ`` with the variables torchrun sets (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
 ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ...; see :mod:`labs.dist._env`).
 """
@@ -31,6 +33,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import torch.distributed as tdist
 
@@ -85,6 +88,14 @@ def _torch_group_ready() -> bool:
     return w is not None and w.default_pg is not None
 
 
+def _plain_before_init() -> bool:
+    """True on a rank of a plain program (:func:`run_script`) outside ``init_process_group`` ..
+    ``destroy_process_group``: there torch's own functions answer, as under torchrun
+    (``is_initialized()`` is False, a collective raises torch's ``ValueError``)."""
+    ctx = _emu.current()
+    return ctx is not None and ctx.plain and not _torch_group_ready()
+
+
 def _by_state(name: str, ours, theirs):
     """Before ``init_process_group``, ``labs.dist``'s function; after it, torch's own, which
     reaches the rank's process group of the emulated backend (:mod:`labs.dist.backend`): its
@@ -92,7 +103,8 @@ def _by_state(name: str, ours, theirs):
 
     @functools.wraps(theirs)
     def wrapper(*args, **kwargs):
-        return (theirs if _torch_group_ready() else ours)(*args, **kwargs)
+        use_torch = _torch_group_ready() or _emu.current().plain
+        return (theirs if use_torch else ours)(*args, **kwargs)
 
     wrapper.__name__ = name
     return wrapper
@@ -106,7 +118,10 @@ def _on_ranks(name: str, ours, theirs):
 
     @functools.wraps(theirs)
     def wrapper(*args, **kwargs):
-        return (ours if _emu.current() is not None else theirs)(*args, **kwargs)
+        use_torch = _emu.current() is None or (
+            name != "init_process_group" and _plain_before_init()
+        )
+        return (theirs if use_torch else ours)(*args, **kwargs)
 
     wrapper.__name__ = name
     return wrapper
@@ -119,7 +134,9 @@ def patched_torch_distributed() -> Iterator[None]:
     from labs import dist
 
     saved = {name: getattr(tdist, name) for name in PATCHED if hasattr(tdist, name)}
+    saved["TCPStore"] = tdist.TCPStore
     try:
+        tdist.TCPStore = TCPStore
         for name in PATCHED:
             if not hasattr(tdist, name):
                 continue
@@ -135,6 +152,34 @@ def patched_torch_distributed() -> Iterator[None]:
     finally:
         for name, f in saved.items():
             setattr(tdist, name, f)
+
+
+class TCPStore(tdist.TCPStore):
+    """torch's ``TCPStore``, for programs that build their own store (``init_process_group(
+    store=...)``).  On an emulated rank the calls that wait for other ranks (the constructor,
+    which waits for the clients or the server, ``get`` and ``wait``) give up the rank's turn
+    while they wait, so the other ranks can get there (they are threads taking turns)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _turn_free(super().__init__, *args, **kwargs)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return _turn_free(super().get, *args, **kwargs)
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        return _turn_free(super().wait, *args, **kwargs)
+
+
+def _turn_free(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, letting the other ranks run meanwhile (on a rank's thread)."""
+    ctx = _emu.current()
+    if ctx is None or not ctx.has_baton or threading.get_ident() != ctx.thread:
+        return call(*args, **kwargs)
+    ctx.world.give_baton(ctx)
+    try:
+        return call(*args, **kwargs)
+    finally:
+        ctx.world.take_baton(ctx)
 
 
 class _RankStdout(io.TextIOBase):
@@ -160,6 +205,12 @@ class _RankStdout(io.TextIOBase):
         return "".join(self.parts[rank]).splitlines()
 
 
+def _plain_rank(path: str) -> None:
+    """One rank of a plain program: torch's process-group life cycle applies to it."""
+    _emu.current().plain = True
+    runpy.run_path(path, run_name="__main__")
+
+
 def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: float = 600.0,
                prefix: bool = True) -> list[list[str]]:  # fmt: skip
     """Run the script at ``path`` on ``nproc`` emulated ranks; return each rank's printed lines
@@ -172,8 +223,7 @@ def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: fl
     sys.stdout = out
     try:
         with patched_torch_distributed(), _env.rank_environ(nproc):
-            dist.launch(lambda: runpy.run_path(path, run_name="__main__"), nproc, timeout=timeout,
-                        per_rank_rng=True)  # fmt: skip
+            dist.launch(_plain_rank, nproc, path, timeout=timeout, per_rank_rng=True)
     finally:
         sys.argv, sys.stdout = old_argv, old_stdout
         lines = [out.lines(r) for r in range(nproc)]
