@@ -52,3 +52,32 @@ def test_sys_exit_nonzero_fails_with_the_code(tmp_path, capsys):
     out = capsys.readouterr()
     assert "[default0]:rank 0 done" in out.out and "[default1]:rank 1 done" in out.out
     assert "rank 1 exitcode 3" in out.err
+
+
+def test_a_rank_outside_the_world_is_torchs_dist_error(tmp_path):
+    """gloo raises torch's DistError (a RuntimeError) for send(dst=world_size + 3), after the
+    group's timeout; emulated: at once, a class that is that error (and a ValueError)."""
+    body = (
+        "dist.init_process_group('gloo')\n"
+        "for kw in ({'dst': dist.get_world_size() + 3}, {'dst': None, 'group_dst': 7}):\n"
+        "    try:\n"
+        "        dist.send(torch.ones(1), **kw)\n"
+        "    except dist.DistError as e:\n"
+        "        print(isinstance(e, RuntimeError), isinstance(e, ValueError))\n"
+        "dist.destroy_process_group()\n"
+    )
+    lines = run_script(_script(tmp_path, "dst.py", body), 2, prefix=False)
+    assert lines == [["True True", "True True"]] * 2
+
+
+def test_a_ranks_stdout_has_an_encoding_and_a_buffer(tmp_path):
+    body = (
+        "r = int(__import__('os').environ['RANK'])\n"
+        "sys.stdout.buffer.write(f'bytes {r} \\u00e9\\n'.encode(sys.stdout.encoding))\n"
+        "sys.stdout.buffer.flush()\n"
+        "print(sys.stdout.encoding.lower().replace('-', '') in ('utf8', 'ascii'),\n"
+        "      sys.stdout.isatty(), isinstance(sys.stdout.errors, str))\n"
+        "sys.stdout.write(f'last {r}')\n"
+    )
+    lines = run_script(_script(tmp_path, "out.py", body), 2, prefix=False)
+    assert lines == [[f"bytes {r} \u00e9", "True False True", f"last {r}"] for r in range(2)]

@@ -201,8 +201,40 @@ class _RankStdout(io.TextIOBase):
     def flush(self) -> None:
         self.real.flush()
 
+    @property
+    def encoding(self) -> str:  # what the rank's bytes are decoded with (sys.stdout's)
+        return getattr(self.real, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str:
+        return getattr(self.real, "errors", None) or "strict"
+
+    @property
+    def buffer(self) -> _RankBytes:
+        """``sys.stdout.buffer``: bytes written here are decoded and kept with the rank's text
+        (``fileno()`` stays unsupported: a rank has no file descriptor of its own)."""
+        return _RankBytes(self)
+
     def lines(self, rank: int) -> list[str]:
         return "".join(self.parts[rank]).splitlines()
+
+
+class _RankBytes(io.RawIOBase):
+    """The binary side of :class:`_RankStdout` (``sys.stdout.buffer.write(b"...")``)."""
+
+    def __init__(self, text: _RankStdout):
+        self.text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        data = bytes(b)
+        self.text.write(data.decode(self.text.encoding, "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.text.flush()
 
 
 def _plain_rank(path: str) -> None:
