@@ -7,6 +7,8 @@ The reproductions the emulator was checked against are in ``tests/adversary/dist
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from labs.dist.run import main, run_script
@@ -81,3 +83,16 @@ def test_a_ranks_stdout_has_an_encoding_and_a_buffer(tmp_path):
     )
     lines = run_script(_script(tmp_path, "out.py", body), 2, prefix=False)
     assert lines == [[f"bytes {r} \u00e9", "True False True", f"last {r}"] for r in range(2)]
+
+
+def test_the_scripts_folder_comes_first_on_sys_path(tmp_path, monkeypatch, capsys):
+    """As for ``python script.py`` (and torchrun): a module next to the script imports."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "sibling_mod_for_labs_dist.py").write_text("VALUE = 42\n")
+    path = _script(sub, "s.py", "import sibling_mod_for_labs_dist as m\nprint(m.VALUE)\n")
+    monkeypatch.chdir(tmp_path)
+    before = list(sys.path)
+    main(["--standalone", "--nproc_per_node", "2", path])  # torchrun's flag is accepted
+    assert sys.path == before
+    assert capsys.readouterr().out.splitlines() == ["[default0]:42", "[default1]:42"]

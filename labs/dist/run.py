@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import functools
 import io
+import os
 import runpy
 import sys
 import threading
@@ -250,14 +251,17 @@ def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: fl
     from labs import dist
 
     out = _RankStdout(sys.stdout, nproc)
-    old_argv, old_stdout = sys.argv, sys.stdout
+    old_argv, old_stdout, old_path = sys.argv, sys.stdout, list(sys.path)
     sys.argv = [path, *(argv or [])]
     sys.stdout = out
+    # the script's folder first on sys.path, as for ``python script.py`` (a sibling imports)
+    sys.path[:1] = [os.path.dirname(os.path.abspath(path))]
     try:
         with patched_torch_distributed(), _env.rank_environ(nproc):
             dist.launch(_plain_rank, nproc, path, timeout=timeout, per_rank_rng=True)
     finally:
         sys.argv, sys.stdout = old_argv, old_stdout
+        sys.path[:] = old_path
         lines = [out.lines(r) for r in range(nproc)]
         if prefix:
             for r, ls in enumerate(lines):
@@ -269,6 +273,11 @@ def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: fl
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m labs.dist.run", description=__doc__.split("\n")[0])
     ap.add_argument("--nproc_per_node", "--nproc-per-node", type=int, required=True)
+    ap.add_argument(
+        "--standalone",
+        action="store_true",
+        help="accepted for torchrun's command line (emulated ranks are one node)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole run")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
