@@ -96,3 +96,17 @@ def test_the_scripts_folder_comes_first_on_sys_path(tmp_path, monkeypatch, capsy
     main(["--standalone", "--nproc_per_node", "2", path])  # torchrun's flag is accepted
     assert sys.path == before
     assert capsys.readouterr().out.splitlines() == ["[default0]:42", "[default1]:42"]
+
+
+def test_a_module_runs_with_dash_m(tmp_path, monkeypatch, capsys):
+    """``python -m labs.dist.run --nproc_per_node 2 -m pkg.mod``, as torchrun's ``-m``."""
+    pkg = tmp_path / "labs_dist_pkg_for_dash_m"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    _script(pkg, "prog.py", "dist.init_process_group('gloo')\nprint(__name__, dist.get_rank())\n")
+    monkeypatch.chdir(tmp_path)
+    main(["--nproc_per_node", "2", "-m", "labs_dist_pkg_for_dash_m.prog"])
+    assert capsys.readouterr().out.splitlines() == [
+        "[default0]:__main__ 0",
+        "[default1]:__main__ 1",
+    ]

@@ -238,16 +238,20 @@ class _RankBytes(io.RawIOBase):
         self.text.flush()
 
 
-def _plain_rank(path: str) -> None:
+def _plain_rank(path: str, module: bool) -> None:
     """One rank of a plain program: torch's process-group life cycle applies to it."""
     _emu.current().plain = True
-    runpy.run_path(path, run_name="__main__")
+    if module:  # python -m labs.dist.run ... -m package.module
+        runpy.run_module(path, run_name="__main__")
+    else:
+        runpy.run_path(path, run_name="__main__")
 
 
 def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: float = 600.0,
-               prefix: bool = True) -> list[list[str]]:  # fmt: skip
+               prefix: bool = True, module: bool = False) -> list[list[str]]:  # fmt: skip
     """Run the script at ``path`` on ``nproc`` emulated ranks; return each rank's printed lines
-    (and print them, prefixed ``[default<rank>]:``, when ``prefix``)."""
+    (and print them, prefixed ``[default<rank>]:``, when ``prefix``).  ``module``: ``path`` is
+    a module name, run as ``python -m`` runs it (``sys.path[0]`` the current folder)."""
     from labs import dist
 
     out = _RankStdout(sys.stdout, nproc)
@@ -255,10 +259,10 @@ def run_script(path: str, nproc: int, argv: list[str] | None = None, timeout: fl
     sys.argv = [path, *(argv or [])]
     sys.stdout = out
     # the script's folder first on sys.path, as for ``python script.py`` (a sibling imports)
-    sys.path[:1] = [os.path.dirname(os.path.abspath(path))]
+    sys.path[:1] = [os.getcwd() if module else os.path.dirname(os.path.abspath(path))]
     try:
         with patched_torch_distributed(), _env.rank_environ(nproc):
-            dist.launch(_plain_rank, nproc, path, timeout=timeout, per_rank_rng=True)
+            dist.launch(_plain_rank, nproc, path, module, timeout=timeout, per_rank_rng=True)
     finally:
         sys.argv, sys.stdout = old_argv, old_stdout
         sys.path[:] = old_path
@@ -279,11 +283,17 @@ def main(argv: list[str] | None = None) -> None:
         help="accepted for torchrun's command line (emulated ranks are one node)",
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole run")
+    ap.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="the script is a module name, run as python -m runs it (torchrun's -m)",
+    )
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     try:
-        run_script(a.script, a.nproc_per_node, a.args, a.timeout)
+        run_script(a.script, a.nproc_per_node, a.args, a.timeout, module=a.module)
     except DistError as err:
         if not hasattr(err, "exitcode"):
             raise
