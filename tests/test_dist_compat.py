@@ -173,8 +173,22 @@ def test_per_rank_random_state_is_deterministic_and_isolated():
     first = dist.launch(program, 3, per_rank_rng=True)
     assert torch.equal(torch.rand(1), before)  # the caller's stream is untouched
     assert first == dist.launch(program, 3, per_rank_rng=True) == [expected(r) for r in range(3)]
-    fresh = dist.launch(lambda: torch.randint(0, 1000, (2,)).tolist(), 2, per_rank_rng=True)
-    assert fresh[0] == fresh[1]  # unseeded ranks start alike, as new processes do
+
+    def unseeded():
+        return (torch.nn.Linear(4, 4).weight.detach().clone(), np.random.randint(0, 2**31),
+                random.randint(0, 2**31), torch.initial_seed())  # fmt: skip
+
+    torch.manual_seed(7)
+    fresh = dist.launch(unseeded, 3, per_rank_rng=True)
+    # the launcher's generator is not consumed
+    assert torch.equal(torch.rand(1), torch.rand(1, generator=torch.Generator().manual_seed(7)))
+    # unseeded ranks start different, as torchrun's processes do (each its own random seed)
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        assert not torch.equal(fresh[a][0], fresh[b][0])
+        assert fresh[a][1:] != fresh[b][1:]
+    torch.manual_seed(7)
+    again = dist.launch(unseeded, 3, per_rank_rng=True)  # a seeded notebook repeats itself
+    assert all(torch.equal(x[0], y[0]) and x[1:] == y[1:] for x, y in zip(fresh, again))
     with pytest.raises(ZeroDivisionError, match=r"rank \d failed"):  # a failure does not hang
         dist.launch(
             lambda: (

@@ -203,9 +203,11 @@ def launch(
             ``launch`` consumes ``timeout=``; if ``fn`` itself takes an argument named
             ``timeout``, bind it first (``functools.partial(fn, timeout=...)``).
         per_rank_rng: keyword-only.  Emulated: every rank has its own torch, numpy and
-            ``random`` state, as separate processes have: each starts from a fresh process's
-            state (torch's default seed; numpy and ``random`` seeded from the OS), and
-            ``torch.manual_seed(rank)`` gives the numbers it gives under torchrun.  The ranks
+            ``random`` state, as separate processes have.  As under torchrun the ranks start
+            from different seeds (an unseeded ``nn.Linear`` differs between ranks), derived
+            from the caller's ``torch.initial_seed()`` and the rank, so a seeded notebook
+            repeats its numbers; ``torch.manual_seed(rank)`` gives the numbers it gives under
+            torchrun.  The ranks
             run user code one at a time, swapping the states at every switch (a few
             microseconds each, see ``labs/dist/_rng.py``).  ``False``: the ranks share the
             caller's generators and run side by side (the numbers then depend on thread

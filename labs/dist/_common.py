@@ -8,6 +8,9 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed
+
+_TORCH_DIST_ERROR = getattr(torch.distributed, "DistError", None)  # absent without c10d
 
 __all__ = [
     "ArgumentError",
@@ -48,6 +51,12 @@ class ReduceOp(enum.Enum):
 class ArgumentError(ValueError, RuntimeError):
     """Bad arguments to a collective that gloo rejects with a ``RuntimeError`` (caught by
     ``except RuntimeError`` as under torchrun, and by ``except ValueError``)."""
+
+
+class PeerError(ArgumentError, *([_TORCH_DIST_ERROR] if _TORCH_DIST_ERROR else [])):
+    """A peer rank outside the group (``send(dst=world_size + 3)``): gloo raises torch's
+    ``DistError`` (a ``RuntimeError``) once the group's timeout has passed; emulated, at once,
+    with a class caught by ``except dist.DistError``, ``RuntimeError`` and ``ValueError``."""
 
 
 def reduce_op(op: Any, rank: int, fn: str) -> ReduceOp:

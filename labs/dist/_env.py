@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections.abc import Iterator, MutableMapping
 
 from . import _emulator as _emu
@@ -23,13 +24,14 @@ from . import _emulator as _emu
 __all__ = ["torchrun_variables", "RankEnviron", "rank_environ"]
 
 
-def torchrun_variables(rank: int, world_size: int) -> dict[str, str]:
-    """The variables ``torchrun --standalone --nproc_per_node world_size`` gives ``rank``."""
+def torchrun_variables(rank: int, world_size: int, port: int = 29500) -> dict[str, str]:
+    """The variables ``torchrun --standalone --nproc_per_node world_size`` gives ``rank``
+    (``MASTER_PORT``: ``port``; torchrun's ``--standalone`` picks a free one)."""
     return {
         "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
         "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
         "ROLE_NAME": "default", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(world_size),
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
         "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
     }  # fmt: skip
 
@@ -77,7 +79,10 @@ def rank_environ(world_size: int) -> Iterator[RankEnviron]:
     current environment plus :func:`torchrun_variables`; restore the real one afterwards."""
     real = os.environ
     base = dict(real)
-    env = RankEnviron(real, [{**base, **torchrun_variables(r, world_size)}
+    with socket.socket() as s:  # a free port, as --standalone picks (a program's TCPStore)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = RankEnviron(real, [{**base, **torchrun_variables(r, world_size, port)}
                              for r in range(world_size)])  # fmt: skip
     os.environ = env  # noqa: B003 - meant: os.getenv reads the same module attribute
     try:

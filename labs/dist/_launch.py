@@ -29,6 +29,10 @@ def _async_raise(thread: threading.Thread) -> None:
 def _rank_error(rank: int, err: BaseException) -> BaseException:
     """An exception of the same type as ``err`` whose message names the rank."""
     text = f"rank {rank} failed: {type(err).__name__}: {err}"
+    if isinstance(err, SystemExit):  # keep the exit code: python -m labs.dist.run exits with it
+        new = DistError(f"rank {rank} exited with code {err.code!r} (SystemExit)")
+        new.rank, new.exitcode = rank, err.code  # type: ignore[attr-defined]
+        return new
     try:
         new = type(err)(text)
         if new.args != (text,):
@@ -73,6 +77,7 @@ def _run(fn, world_size, args, kwargs, timeout, serial):
 
 def _run_ranks(fn, world_size, args, kwargs, timeout, serial):
     world = World(world_size, serial)
+    base_seed = torch.initial_seed()  # the caller's seed: ranks differ, runs repeat
     results: list[Any] = [None] * world_size
     failures: dict[int, BaseException] = {}
 
@@ -82,11 +87,16 @@ def _run_ranks(fn, world_size, args, kwargs, timeout, serial):
             batch_scheduling()
         try:
             if serial:
-                ctx.rng = _rng.RankRandom()
+                ctx.rng = _rng.RankRandom(_rng.rank_seed(base_seed, rank))
                 world.take_baton(ctx)
             results[rank] = fn(*args, **kwargs)
         except _Abort:
             pass
+        except SystemExit as err:  # sys.exit(0) / sys.exit(None) / exit(): a normal end
+            if err.code not in (None, 0):  # as a process would exit: a failure with that code
+                failures[rank] = err
+                with world.lock:
+                    world.fail(err)
         except BaseException as err:  # noqa: BLE001 - reported by launch
             failures[rank] = err
             with world.lock:

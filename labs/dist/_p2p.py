@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ._common import ArgumentError, Work, as_tensor, need_contiguous, shape_dtype
+from ._common import PeerError, Work, as_tensor, need_contiguous, shape_dtype
 from ._emulator import Group, _Msg
 from ._rank import RankContext
 
@@ -82,14 +82,14 @@ def resolve_peer(ctx: RankContext, g: Group, peer: Any, group_peer: Any, fn: str
         )
     if group_peer is not None:
         if not isinstance(group_peer, int) or not 0 <= group_peer < g.size():
-            raise ValueError(
+            raise PeerError(
                 f"rank {ctx.rank}: {fn}: group_{name} must be in [0, {g.size() - 1}] for {g}, "
                 f"got {group_peer!r}"
             )
         return g.ranks[group_peer]
     n = ctx.world.size
     if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < n:
-        raise ArgumentError(
+        raise PeerError(
             f"rank {ctx.rank}: {fn}: {name} must be a rank in [0, {n - 1}] (world size {n}), "
             f"got {peer!r}"
         )

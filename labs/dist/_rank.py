@@ -41,6 +41,7 @@ class RankContext:
         self.np_memo: tuple | None = None  # see labs.dist._reduce.small_view
         self.rng = None  # this rank's _rng.RankRandom in serial runs (per_rank_rng=True)
         self.has_baton = False
+        self.plain = False  # runs a plain torch program (labs.dist.run): torch's life cycle
         self.pg_counts: dict[tuple[int, ...], int] = {}  # torch groups made, by ranks (backend.py)
         self.c10d_world: Any = None  # this rank's torch.distributed world (backend.py)
         self.dtensor_handlers: dict | None = None  # DTensor's custom op table (_torch_shared.py)

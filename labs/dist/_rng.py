@@ -9,9 +9,15 @@ this off):
   one rank at a time may run user code (the ranks pass a *baton*, see ``World.take_baton``),
   and at each hand-over the generator's state is saved for the rank that stops and restored
   for the rank that resumes (``get_state`` + ``set_state``: a few microseconds per switch,
-  ``benchmarks/bench_allreduce.py`` measures it).  Every rank starts from the state of a fresh
-  process (torch's default seed), as under torchrun.  CUDA generators are not swapped:
+  ``benchmarks/bench_allreduce.py`` measures it).  CUDA generators are not swapped:
   emulated ranks are meant for the CPU (under torchrun each process has its own anyway).
+* **different starting states**: under torchrun every process starts from its own random seed,
+  so a program that forgets to seed (or to broadcast its initial weights) gets a different
+  ``nn.Linear`` on every rank.  Emulated ranks start different too: rank ``r``'s torch, numpy
+  and ``random`` are seeded from :func:`rank_seed` (the launching thread's
+  ``torch.initial_seed()`` and ``r``), so the ranks differ from each other, and a notebook that
+  seeds torch before ``launch`` still gets the same numbers on every run (the launcher's
+  generator is not consumed).
 * **numpy.random** and **random**: their module-level functions (``np.random.seed``,
   ``np.random.rand``, ``random.random``, ...) are replaced, for the duration of the launch, by
   functions that call this rank's own ``RandomState`` / ``Random`` (threads that are not ranks
@@ -27,6 +33,7 @@ others wait, and a timeout names the rank that has it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import random
 import threading
 import time
@@ -38,9 +45,15 @@ import torch
 
 from . import _emulator as _emu
 
-__all__ = ["RankRandom", "patched_modules", "patched_sleep"]
+__all__ = ["RankRandom", "rank_seed", "patched_modules", "patched_sleep"]
 
-_FRESH_TORCH_STATE = torch.Generator().get_state()  # torch's default seed, as in a new process
+
+def rank_seed(base: int, rank: int) -> int:
+    """Rank ``rank``'s starting seed (a 63-bit int) for a launch whose caller's
+    ``torch.initial_seed()`` is ``base``: distinct per rank, the same on every run."""
+    digest = hashlib.blake2b(f"labs.dist/{base}/{rank}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
 
 _RANDOM_NAMES = [n for n in random.__all__
                  if getattr(getattr(random, n), "__self__", None) is random._inst]  # fmt: skip
@@ -56,10 +69,10 @@ class RankRandom:
 
     __slots__ = ("torch_state", "py", "np")
 
-    def __init__(self) -> None:
-        self.torch_state = _FRESH_TORCH_STATE
-        self.py = random.Random()  # seeded from the OS, like a new process's module
-        self.np = np.random.RandomState()
+    def __init__(self, seed: int) -> None:
+        self.torch_state = torch.Generator().manual_seed(seed).get_state()
+        self.py = random.Random(seed)
+        self.np = np.random.RandomState(seed % 2**32)
 
     def save(self) -> None:
         self.torch_state = torch.default_generator.get_state()

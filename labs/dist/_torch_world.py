@@ -120,6 +120,29 @@ def _init_anywhere(outside: Any):
     return init_process_group
 
 
+_ORIG_INIT = dc10d.init_process_group  # torch's own (init_emulated calls it)
+_init_patched: list[Any] = []  # the modules whose init_process_group was replaced
+
+
+def _patch_init() -> None:
+    """Every loaded ``torch.distributed`` module's ``init_process_group`` (the package's, the
+    ``distributed_c10d`` module's, and the names other modules imported, such as
+    ``device_mesh``'s, which ``init_device_mesh`` calls when no group exists) goes to
+    :func:`_init_anywhere`: on an emulated rank a real rendezvous would wait forever."""
+    wrapped = _init_anywhere(_ORIG_INIT)
+    for name, mod in list(sys.modules.items()):
+        if (name == "torch.distributed" or name.startswith("torch.distributed.")) and getattr(
+            mod, "init_process_group", None
+        ) is _ORIG_INIT:
+            mod.init_process_group = wrapped
+            _init_patched.append(mod)
+
+
+def _unpatch_init() -> None:
+    while _init_patched:
+        _init_patched.pop().init_process_group = _ORIG_INIT
+
+
 @contextlib.contextmanager
 def installed() -> Iterator[None]:
     """While emulated ranks run: a torch world per rank, a group registry per thread, and
@@ -132,7 +155,7 @@ def installed() -> Iterator[None]:
             saved = dc10d._world
             dc10d._world = _WorldByRank(saved)
             c10d._set_thread_isolation_mode(True)
-            tdist.init_process_group = _init_anywhere(tdist.init_process_group)
+            _patch_init()
             dc10d._new_process_group_helper = _helper_anywhere(dc10d._new_process_group_helper)
             _torch_shared.install()
     try:
@@ -141,7 +164,7 @@ def installed() -> Iterator[None]:
         with _install_lock:
             _install_depth -= 1
             if _install_depth == 0:
-                tdist.init_process_group = tdist.init_process_group.__wrapped_outside__
+                _unpatch_init()
                 helper = dc10d._new_process_group_helper
                 dc10d._new_process_group_helper = helper.__wrapped_outside__
                 _torch_shared.uninstall()
@@ -213,8 +236,7 @@ def init_emulated(ctx: Any, backend: Any, timeout: Any) -> None:
         if ctx.world.store is None:
             ctx.world.store = tdist.HashStore()
     kwargs = {} if timeout is None else {"timeout": timeout}
-    dc10d.init_process_group(BACKEND, store=ctx.world.store, rank=ctx.rank,
-                             world_size=ctx.world.size, **kwargs)  # fmt: skip
+    _ORIG_INIT(BACKEND, store=ctx.world.store, rank=ctx.rank, world_size=ctx.world.size, **kwargs)
 
 
 def check_backend(ctx: Any, backend: Any, fn: str) -> None:
