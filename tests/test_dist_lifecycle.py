@@ -43,6 +43,7 @@ def test_sys_exit_nonzero_fails_with_the_code(tmp_path, capsys):
         "dist.init_process_group('gloo')\n"
         "r = dist.get_rank()\n"
         "print('rank', r, 'done')\n"
+        "dist.barrier()  # both lines are printed before rank 1 leaves (then the run stops)\n"
         "dist.destroy_process_group()\n"
         "if r == 1:\n"
         "    sys.exit(3)\n"
