@@ -2,6 +2,7 @@
 
 import copy
 import math
+import time
 
 import pytest
 import torch
@@ -153,6 +154,18 @@ def test_compare_times_runs_round_robin():
     out = measure.compare_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3)
     assert calls == ["a", "b"] * 4  # one warm-up call each, then 3 rounds
     assert set(out) == {"a", "b"} and all(v >= 0 for v in out.values())
+
+
+def test_compare_times_thread_time_skips_time_off_the_cpu():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        # a sleep is wall-clock time in which the thread uses no CPU: thread_time does not count it
+        got = measure.compare_times({"sleep": lambda: time.sleep(0.05)}, 2, thread_time=True)
+        assert got["sleep"] < 0.02
+        assert measure.compare_times({"sleep": lambda: time.sleep(0.05)}, 2)["sleep"] >= 0.05
+    finally:
+        torch.set_num_threads(threads)
 
 
 # --- Wanda, SparseGPT and head importance -------------------------------------------------

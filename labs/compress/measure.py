@@ -27,7 +27,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from labs import data, gpt
-from labs.basics.flops import time_fn, time_once
+from labs.basics.flops import time_fn
+from labs.systems import roofline
 
 __all__ = [
     "COMPRESS_CONFIG",
@@ -139,6 +140,7 @@ def compare_times(
     fns: dict[str, Callable[[], object]],
     rounds: int = 15,
     device: torch.device | str | None = None,
+    thread_time: bool = False,
 ) -> dict[str, float]:
     """Seconds per call of each function, timed side by side: ``{name: seconds}``.
 
@@ -146,16 +148,12 @@ def compare_times(
     burst of load from other programs hits all of them alike, and each result is the *fastest* of
     ``rounds`` calls: on a shared machine interruptions only ever add time, so the minimum is the
     most repeatable estimate of what the code itself costs. Compare the ratios, not the values.
-    Each call is timed by :func:`labs.basics.flops.time_once` on ``device`` (CUDA events on a
-    GPU, the wall clock on the CPU or when ``device`` is ``None``).
+    This is :func:`labs.systems.roofline.compare_times` with ``rounds`` as its ``repeats``:
+    CUDA events on a GPU, the wall clock on the CPU, or with ``thread_time=True`` the CPU time of
+    the calling thread (PyTorch must then run on one thread, ``torch.set_num_threads(1)``), so
+    that time the operating system gives to other programs does not count.
     """
-    for fn in fns.values():
-        fn()
-    best = {name: float("inf") for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            best[name] = min(best[name], time_once(fn, device))
-    return best
+    return roofline.compare_times(fns, rounds, device, thread_time=thread_time)
 
 
 def linear_names(model: nn.Module, include_head: bool = False) -> list[str]:
