@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import numpy as np
+import procgroup
 import pytest
 import torch
 from hypothesis import given, settings
@@ -99,7 +99,7 @@ def test_torch_ddp_under_torchrun_matches_emulated(tmp_path):
         "--out",
         str(out_file),
     ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    run = procgroup.run(cmd, capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-3000:]
     assert (
         "DDP matches one process: True; hand-written all-reduce matches one process: True"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import procgroup
 import pytest
 import torch
 import torch.distributed as tdist
@@ -59,7 +59,7 @@ def test_same_output_under_torchrun(emulated, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={WORLD}", "--log-dir", str(logs), "--redirects", "3", RUN_ALL,
            *PROGRAMS]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
+    proc = procgroup.run(cmd, capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for r in range(WORLD):

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 
+import procgroup
 import pytest
 
 from labs.dist.run import run_script
@@ -78,7 +78,7 @@ def test_same_output_under_torchrun(emulated, tmp_path):
     logs = tmp_path / "logs"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={WORLD}", "--log-dir", str(logs), "--redirects", "3", RUN_ALL]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
+    proc = procgroup.run(cmd, capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = ""

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import procgroup
 import pytest
 import torch
 
@@ -92,7 +93,9 @@ def _torchrun(tmp: Path, extra: list[str], env_extra: dict | None = None, timeou
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DIST_TEST_OUT": str(tmp)}
     env.update(env_extra or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", *extra, str(HERE)]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def _finish(procs, timeout: float = 120) -> None:
@@ -102,8 +105,7 @@ def _finish(procs, timeout: float = 120) -> None:
             assert p.returncode == 0, out.decode()[-3000:]
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.kill()
+            procgroup.kill_group(p)  # the launcher and every rank it started
 
 
 def _compare(tmp: Path) -> None:

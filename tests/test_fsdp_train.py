@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import procgroup
 import pytest
 import torch
 
@@ -38,7 +39,7 @@ def _torchrun(tmp: Path, name: str, *args: str, crash: bool = False) -> tuple[in
     out = tmp / f"{name}.json"
     cmd = [*TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "labs.parallel.fsdp.train", *STEPS,
            "--out", str(out), *args]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(crash), capture_output=True, text=True,
+    proc = procgroup.run(cmd, cwd=ROOT, env=_env(crash), capture_output=True, text=True,
                           timeout=TIMEOUT)  # fmt: skip
     if proc.returncode == 0 and not crash:
         return 0, json.loads(out.read_text())
@@ -77,7 +78,7 @@ def test_fsdp2_torchrun_matches_single_and_emulated_and_resumes_exactly(tmp_path
     out = tmp_path / "emulated.json"
     cmd = [sys.executable, "-m", "labs.parallel.fsdp.train", "--mode", "emulated", "--world-size", "2",
            *STEPS, "--ckpt", str(ck), "--resume", "--out", str(out)]  # fmt: skip
-    subprocess.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=TIMEOUT)
+    procgroup.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=TIMEOUT)
     emulated_resumed = json.loads(out.read_text())
     assert emulated_resumed["impl"] == "fsdp2" and emulated_resumed["start"] == 3
     torch.testing.assert_close(emulated_resumed["losses"], reference[3:], rtol=0, atol=2e-6)
@@ -107,7 +108,7 @@ def test_fsdp2_in_every_mode_and_dcp_on_emulated_ranks(tmp_path, reference):
     out = tmp_path / "single.json"
     cmd = [sys.executable, "-m", "labs.parallel.fsdp.train", "--mode", "single", *STEPS,
            "--steps", "2", "--out", str(out)]  # fmt: skip
-    subprocess.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=TIMEOUT)
+    procgroup.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=TIMEOUT)
     single = json.loads(out.read_text())
     assert (single["mode"], single["impl"]) == ("single", "fsdp2")
     torch.testing.assert_close(single["losses"], reference[:2], rtol=0, atol=2e-6)

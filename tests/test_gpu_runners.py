@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import copy
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import procgroup
 import pytest
 import torch
 
@@ -135,7 +135,7 @@ def _torchrun(nproc: int, *module_args: str, timeout=300) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LABS_DEVICE")}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={nproc}", "-m", *module_args]  # fmt: skip
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    out = procgroup.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     return out.stdout
 

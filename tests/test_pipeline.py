@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import matplotlib
+import procgroup
 import pytest
 import torch
 from hypothesis import given, settings
@@ -236,7 +237,7 @@ def test_torch_pipelining_under_torchrun():
         "-m",
         "labs.parallel.pipeline.torchrun",
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    out = procgroup.run(cmd, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [ln for ln in out.stdout.splitlines() if "gradients match" in ln]
     assert len(lines) == 2 and all("match the single-process run: True" in ln for ln in lines), (
