@@ -65,3 +65,26 @@ def test_setup_script_pins_torch():
     text = (REPO / "tools" / "setup.sh").read_text()
     assert "TORCH_SPEC:-torch==2.13.0" in text
     assert '"$TORCH_SPEC" -e ".[book,test]"' in text, "torch must be named in the same pip command"
+
+
+def test_compat_copy_of_the_emulator_tests_collects(tmp_path):
+    """tools/compat.py runs the emulator tests from a copy of tests/ that holds only what it lists:
+    every helper module they import must travel with them (``procgroup`` once did not, and the
+    compat sweep failed on collection in CI)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("compat", REPO / "tools" / "compat.py")
+    compat = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compat)
+    assert "procgroup.py" in compat.test_helpers(compat.DIST_TESTS)
+    dest = compat.copy_tests(tmp_path / "tests")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

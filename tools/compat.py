@@ -79,6 +79,32 @@ if "google.colab" not in sys.modules:
 '''
 
 
+def test_helpers(names: list[str], folder: Path = REPO / "tests") -> list[str]:
+    """The modules of ``folder`` that the test files ``names`` import, directly or through each
+    other (``import procgroup``): the emulator tests run from a copy of ``folder`` holding only
+    what is listed, and a helper left behind fails their collection."""
+    found: list[str] = []
+    todo = list(names)
+    while todo:
+        text = (folder / todo.pop()).read_text(encoding="utf-8")
+        for mod in re.findall(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", text, re.M):
+            name = f"{mod}.py"
+            if (folder / name).is_file() and name not in found and name not in names:
+                found.append(name)
+                todo.append(name)
+    return sorted(found)
+
+
+def copy_tests(dest: Path) -> Path:
+    """Copy the emulator tests, their conftest, helpers and programs into a fresh ``dest``."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for name in ["conftest.py", *DIST_TESTS, *test_helpers(DIST_TESTS)]:
+        shutil.copy(REPO / "tests" / name, dest / name)
+    shutil.copytree(REPO / "tests" / "dist_programs", dest / "dist_programs")
+    return dest
+
+
 def log(msg: str) -> None:
     print(f"compat: {msg}", flush=True)
 
@@ -466,12 +492,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{profile}: the versions pytest runs the labs on; not run twice")
                 continue
             env = profile_env(profile, overlay)
-            tests = work / "tests" / profile
-            shutil.rmtree(tests, ignore_errors=True)
-            tests.mkdir(parents=True)
-            for name in ["conftest.py", *DIST_TESTS]:
-                shutil.copy(REPO / "tests" / name, tests / name)
-            shutil.copytree(REPO / "tests" / "dist_programs", tests / "dist_programs")
+            tests = copy_tests(work / "tests" / profile)
             cmd = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             jobs[pool.submit(timed, run_tests, cmd, tests, env)] = (profile, "emulator tests")
             for lab in labs:
