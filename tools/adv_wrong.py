@@ -5,8 +5,10 @@ Each ``tests/wrong_answers_adv/labNN.py`` holds a module-level list ``WRONG`` of
 looking at the authors' own list (``tests/wrong_answers``).  This tool runs them with
 :func:`labs.course.wrong_answers.check_wrong_answers` against the solution notebook
 ``book/labs/labNN-*.ipynb`` and prints, per wrong answer, whether the lab's checks reject it.
-A wrong answer that *passes* its exercise is a finding: the checks miss that mistake.  Such
-records carry a ``# SLIPS the checks`` comment with an input on which they give a wrong result.
+A wrong answer that *passes* its exercise is a finding: the checks miss that mistake.  Once the
+checks were fixed to reject it, the record moved to ``tests/wrong_answers`` (which pytest runs on
+every change, with a comment naming the input that exposes it) and left this corpus, as did every
+record that duplicated one of the authors'; what stays here is what only this corpus holds.
 The notebook's own checks run here, in a plain kernel: the sealed grader (``labs-grade``) adds
 the answer key's tripwire on reference implementations and its own expected values, so a
 submission can fail there and still pass here (lab 12, exercise 1, is one).

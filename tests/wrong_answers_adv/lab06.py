@@ -5,18 +5,6 @@ from labs.course.wrong_answers import Wrong
 WRONG = [
     Wrong(
         1,
-        "Retry-After is always one token's refill time, ignoring the fraction already there",
-        old="return False, (1.0 - self.tokens) / self.rate",
-        new="return False, 1.0 / self.rate",
-    ),
-    Wrong(
-        1,
-        "refill never capped at capacity",
-        old="self.tokens = min(self.capacity, self.tokens + (now - self.last) * self.rate)",
-        new="self.tokens = self.tokens + (now - self.last) * self.rate",
-    ),
-    Wrong(
-        1,
         "needs more than one token (> instead of >=)",
         old="if self.tokens >= 1.0:",
         new="if self.tokens > 1.0:",
@@ -61,12 +49,6 @@ WRONG = [
     ),
     Wrong(
         2,
-        "wait computed from the newest entry instead of the oldest",
-        old="return False, self.log[0] + self.window - now",
-        new="return False, self.log[-1] + self.window - now",
-    ),
-    Wrong(
-        2,
         "a fixed window (counter reset at multiples of the window) instead of a sliding log",
         block="""
         now = self.clock()
@@ -77,18 +59,6 @@ WRONG = [
             return True, 0.0
         return False, start + self.window - now
         """,
-    ),
-    Wrong(
-        3,
-        "a request arriving exactly at the deadline misses the batch (< instead of <=)",
-        old="arrivals[j] <= deadline",
-        new="arrivals[j] < deadline",
-    ),
-    Wrong(
-        3,
-        "a full batch is dispatched at its deadline, not at its last arrival",
-        old="dispatch = arrivals[members[-1]] if len(members) == max_batch_size else deadline",
-        new="dispatch = deadline",
     ),
     Wrong(
         3,
@@ -104,25 +74,6 @@ WRONG = [
         "lets a batch grow to max_batch_size + 1 (<= on the size)",
         old="len(members) < max_batch_size",
         new="len(members) <= max_batch_size",
-    ),
-    # SLIPS the checks (at 347915e): the check searches the source text for 'compare_digest', a comment satisfies it
-    Wrong(
-        4,
-        "plain == comparison: the source mentions compare_digest only in a comment",
-        block="""
-        # TODO: switch to hmac.compare_digest (constant time) later
-        if api_key not in VALID_KEYS:
-            raise HTTPException(
-                401, detail="missing or invalid API key", headers={"WWW-Authenticate": "APIKey"}
-            )
-        return api_key
-        """,
-    ),
-    Wrong(
-        4,
-        "case-insensitive comparison",
-        old="ok |= hmac.compare_digest(api_key.encode(), key.encode())",
-        new="ok |= hmac.compare_digest(api_key.lower().encode(), key.lower().encode())",
     ),
     Wrong(
         4,
@@ -144,12 +95,6 @@ WRONG = [
     ),
     Wrong(
         5,
-        "rounds to nearest instead of up",
-        old="math.ceil(current * ratio)",
-        new="round(current * ratio)",
-    ),
-    Wrong(
-        5,
         "applies the tolerance to the replica change instead of the metric ratio",
         block="""
         ratio = metric / target
@@ -161,23 +106,11 @@ WRONG = [
     ),
     Wrong(
         6,
-        "first bucket whose count exceeds the rank (> instead of >=)",
-        old="if count >= rank:",
-        new="if count > rank:",
-    ),
-    Wrong(
-        6,
         "returns inf when the quantile falls in the +Inf bucket",
         old="""            if math.isinf(upper):
                 return lower""",
         new="""            if math.isinf(upper):
                 return upper""",
-    ),
-    Wrong(
-        6,
-        "an empty histogram gives 0.0 instead of nan",
-        old="return math.nan",
-        new="return 0.0",
     ),
     Wrong(
         6,

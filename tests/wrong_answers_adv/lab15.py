@@ -37,34 +37,6 @@ WRONG = [
     ),
     Wrong(
         3,
-        "F.backward all-reduces the gradient autograd handed it in place",
-        block="""
-        dist.all_reduce(grad)
-        return grad
-        """,
-        part=1,
-    ),
-    Wrong(
-        3,
-        "G.forward all-reduces its input in place",
-        block="""
-        dist.all_reduce(x)
-        return x
-        """,
-        part=2,
-    ),
-    Wrong(
-        3,
-        "G.backward all-reduces too (gradients t times too large)",
-        block="""
-        grad = grad.clone()
-        dist.all_reduce(grad)
-        return grad
-        """,
-        part=3,
-    ),
-    Wrong(
-        3,
         "adds fc2's bias on every rank before the all-reduce",
         old="return G.apply(h @ self.w2.T) + self.b2",
         new="return G.apply(h @ self.w2.T + self.b2)",
@@ -76,12 +48,6 @@ WRONG = [
         return grad
         """,
         part=1,
-    ),
-    Wrong(
-        4,
-        "every rank runs all heads' worth of head_dim (local_heads = heads, not heads / t)",
-        old="self.local_heads = full.heads // t",
-        new="self.local_heads = full.heads",
     ),
     Wrong(
         4,

@@ -5,18 +5,6 @@ from labs.course.wrong_answers import Wrong
 WRONG = [
     Wrong(
         1,
-        "the second direction uses chunk 0 too",
-        old="[(p - 1 - r, 1) for r in range(p)]",
-        new="[(p - 1 - r, 0) for r in range(p)]",
-    ),
-    Wrong(
-        1,
-        "the second direction visits the ranks 0 .. p-1 as well",
-        old="[(p - 1 - r, 1) for r in range(p)]",
-        new="[(r, 1) for r in range(p)]",
-    ),
-    Wrong(
-        1,
         "alternates the directions micro-batch by micro-batch",
         block="""
         return [

@@ -11,46 +11,9 @@ WRONG = [
     ),
     Wrong(
         1,
-        "truncates sparsity * n instead of rounding",
-        old="n_prune = round(sparsity * w.numel())",
-        new="n_prune = int(sparsity * w.numel())",
-    ),
-    Wrong(
-        1,
         "accepts sparsity = 1 (<= 1 instead of < 1)",
         old="if not 0.0 <= sparsity < 1.0:",
         new="if not 0.0 <= sparsity <= 1.0:",
-    ),
-    # SLIPS the checks (at 347915e): w = [0.5, 0.5, 0.5, 2], sparsity 0.5: keeps 1 weight instead of 2
-    Wrong(
-        1,
-        "threshold at the k-th smallest magnitude: ties drop more than round(sparsity * n) weights",
-        block="""
-        if not 0.0 <= sparsity < 1.0:
-            raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
-        n_prune = round(sparsity * w.numel())
-        if not n_prune:
-            return torch.ones_like(w, dtype=torch.bool)
-        threshold = torch.kthvalue(w.abs().reshape(-1), n_prune).values
-        return w.abs() > threshold
-        """,
-    ),
-    # SLIPS the checks (at 347915e): w = [-1, 2, -3] comes back as [1, 2, 3]
-    Wrong(
-        1,
-        "takes the magnitudes in place (reshape is a view): the caller's weight loses its signs",
-        block="""
-        if not 0.0 <= sparsity < 1.0:
-            raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
-        n_prune = round(sparsity * w.numel())
-        mask = torch.ones_like(w, dtype=torch.bool)
-        mags = w.reshape(-1)
-        mags.abs_()
-        if n_prune:
-            drop = torch.topk(mags, n_prune, largest=False).indices
-            mask.view(-1)[drop] = False
-        return mask
-        """,
     ),
     Wrong(
         2,
@@ -85,24 +48,6 @@ WRONG = [
         new="if w.numel() % m:",
     ),
     Wrong(
-        3,
-        "keeps the n largest signed values",
-        old="groups = w.abs().reshape(-1, m)",
-        new="groups = w.reshape(-1, m)",
-    ),
-    Wrong(
-        4,
-        "keeps the best channels in score order, not their original order",
-        old="idx = score.topk(keep).indices.sort().values",
-        new="idx = score.topk(keep).indices",
-    ),
-    Wrong(
-        4,
-        "scores channels by the up_proj row alone",
-        old="score = up.weight.norm(dim=1) * down.weight.norm(dim=0)",
-        new="score = up.weight.norm(dim=1)",
-    ),
-    Wrong(
         4,
         "the new down_proj keeps its default bias",
         old="    new_down.bias.copy_(down.bias)\n",
@@ -113,18 +58,6 @@ WRONG = [
         "L1 norms instead of L2",
         old="score = up.weight.norm(dim=1) * down.weight.norm(dim=0)",
         new="score = up.weight.norm(p=1, dim=1) * down.weight.norm(p=1, dim=0)",
-    ),
-    Wrong(
-        5,
-        "the squared norm of the input column",
-        old="score = w.abs() * x.norm(dim=0)",
-        new="score = w.abs() * x.pow(2).sum(dim=0)",
-    ),
-    Wrong(
-        5,
-        "the mean |x| of the input column",
-        old="score = w.abs() * x.norm(dim=0)",
-        new="score = w.abs() * x.abs().mean(dim=0)",
     ),
     Wrong(
         5,
@@ -139,11 +72,5 @@ WRONG = [
             mask.view(-1)[torch.topk(score.reshape(-1), k, largest=False).indices] = False
         return mask
         """,
-    ),
-    Wrong(
-        5,
-        "truncates sparsity * in",
-        old="k = round(sparsity * w.shape[1])",
-        new="k = int(sparsity * w.shape[1])",
     ),
 ]
