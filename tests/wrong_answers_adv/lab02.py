@@ -39,18 +39,6 @@ WRONG = [
     ),
     Wrong(
         4,
-        "times the warm-up calls too and takes the median of all calls",
-        block="""
-        times = []
-        for _ in range(warmup + repeats):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
-        """,
-    ),
-    Wrong(
-        4,
         "times all repeats at once and divides by the count (a mean, not a median)",
         block="""
         for _ in range(warmup):

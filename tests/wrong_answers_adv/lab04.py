@@ -72,17 +72,6 @@ WRONG = [
     ),
     Wrong(
         4,
-        "stops at the first non-finite gradient without dividing the rest",
-        block="""
-        for g in grads:
-            if not bool(torch.isfinite(g).all()):
-                return False
-            g.div_(scale)
-        return True
-        """,
-    ),
-    Wrong(
-        4,
         "checks finiteness on the sum (an fp16 sum of large finite values overflows)",
         old="finite = all(bool(torch.isfinite(g).all()) for g in grads)",
         new="finite = all(bool(torch.isfinite(g.sum())) for g in grads)",

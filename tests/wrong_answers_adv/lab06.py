@@ -36,19 +36,6 @@ WRONG = [
     ),
     Wrong(
         2,
-        "logs refused requests too",
-        block="""
-        now = self.clock()
-        while self.log and self.log[0] <= now - self.window:
-            self.log.popleft()
-        self.log.append(now)
-        if len(self.log) <= self.limit:
-            return True, 0.0
-        return False, self.log[0] + self.window - now
-        """,
-    ),
-    Wrong(
-        2,
         "a fixed window (counter reset at multiples of the window) instead of a sliding log",
         block="""
         now = self.clock()

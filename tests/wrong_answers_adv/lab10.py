@@ -83,28 +83,6 @@ WRONG = [
     ),
     Wrong(
         6,
-        "skips a request that does not fit and admits later ones (overtaking)",
-        block="""
-        still, finished = [], []
-        for req in running:
-            if req["generated"] >= req["output_len"]:
-                finished.append(req["id"])
-                free_blocks += math.ceil((req["prompt_len"] + req["generated"]) / block_size)
-            else:
-                still.append(req)
-        queue = []
-        for req in waiting:
-            need = math.ceil(req["prompt_len"] / block_size)
-            if len(still) < max_batch and need <= free_blocks:
-                free_blocks -= need
-                still.append(req)
-            else:
-                queue.append(req)
-        return still, queue, free_blocks, finished
-        """,
-    ),
-    Wrong(
-        6,
         "a retired request returns only its prompt's blocks",
         old='free_blocks += math.ceil((req["prompt_len"] + req["generated"]) / block_size)',
         new='free_blocks += math.ceil(req["prompt_len"] / block_size)',

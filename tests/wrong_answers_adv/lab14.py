@@ -23,13 +23,6 @@ WRONG = [
     ),
     Wrong(
         2,
-        "interleaves forward and backward per micro-batch (one at a time)",
-        block="""
-        return [[pp.Action(kind, i) for i in range(m) for kind in "FB"] for _ in range(p)]
-        """,
-    ),
-    Wrong(
-        2,
         "one micro-batch too few (range(m - 1))",
         block="""
         return [

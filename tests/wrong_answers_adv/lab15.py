@@ -42,14 +42,6 @@ WRONG = [
         new="return G.apply(h @ self.w2.T + self.b2)",
     ),
     Wrong(
-        3,
-        "F.backward is the identity (no all-reduce of the input gradient)",
-        block="""
-        return grad
-        """,
-        part=1,
-    ),
-    Wrong(
         4,
         "adds proj's bias before the all-reduce",
         old="return G.apply(tp.causal_attention(q, k, v, self.local_heads) @ self.wo.T) + self.bo",

@@ -40,12 +40,6 @@ WRONG = [
         new="mine = reduce_scatter_mean(flat, zero_rank.world, zero_rank.rank)",
     ),
     Wrong(
-        3,
-        "does not free the full gradient",
-        old="    p.grad = None",
-        new="    pass",
-    ),
-    Wrong(
         4,
         "release does nothing (the weights stay materialised)",
         block="""

@@ -59,13 +59,6 @@ WRONG = [
     ),
     Wrong(
         4,
-        "sums the state_dict (a shared tensor counted under every name)",
-        block="""
-        return sum(t.numel() * t.element_size() for t in model.state_dict().values())
-        """,
-    ),
-    Wrong(
-        4,
         "4 bytes per element whatever the dtype",
         old="total += p.numel() * p.element_size()",
         new="total += p.numel() * 4",

@@ -17,20 +17,6 @@ WRONG = [
     ),
     Wrong(
         2,
-        "prunes each layer on its own at the same sparsity",
-        block="""
-        masks = {}
-        for name, w in weights.items():
-            keep = torch.ones(w.numel(), dtype=torch.bool)
-            n_prune = round(sparsity * w.numel())
-            if n_prune:
-                keep[torch.topk(w.abs().reshape(-1), n_prune, largest=False).indices] = False
-            masks[name] = keep.view_as(w)
-        return masks
-        """,
-    ),
-    Wrong(
-        2,
         "ranks normalised magnitudes (|w| / max|w| of the layer)",
         old="flat = torch.cat([w.abs().reshape(-1) for w in weights.values()])",
         new="flat = torch.cat([(w.abs() / w.abs().max()).reshape(-1) for w in weights.values()])",
@@ -58,19 +44,5 @@ WRONG = [
         "L1 norms instead of L2",
         old="score = up.weight.norm(dim=1) * down.weight.norm(dim=0)",
         new="score = up.weight.norm(p=1, dim=1) * down.weight.norm(p=1, dim=0)",
-    ),
-    Wrong(
-        5,
-        "ranks the scores over the whole matrix instead of per output row",
-        block="""
-        if not 0.0 <= sparsity < 1.0:
-            raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
-        score = w.abs() * x.norm(dim=0)
-        k = round(sparsity * w.numel())
-        mask = torch.ones_like(w, dtype=torch.bool)
-        if k:
-            mask.view(-1)[torch.topk(score.reshape(-1), k, largest=False).indices] = False
-        return mask
-        """,
     ),
 ]

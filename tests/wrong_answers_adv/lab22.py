@@ -35,20 +35,6 @@ WRONG = [
     ),
     Wrong(
         3,
-        "groups of group_size consecutive rows of a column (down the output channels)",
-        block="""
-        out_f, in_f = w.shape
-        if in_f % group_size:
-            raise ValueError(f"group_size={group_size} must divide the width in={in_f}")
-        qmax = 2 ** (bits - 1) - 1
-        g = w.T.reshape(-1, group_size)
-        scale = (g.abs().amax(dim=-1, keepdim=True) / qmax).clamp_min(1e-12)
-        q = torch.clamp(torch.round(g / scale), -qmax, qmax)
-        return (q * scale).reshape(in_f, out_f).T
-        """,
-    ),
-    Wrong(
-        3,
         "one scale per row, not per group",
         old="scale = (g.abs().amax(dim=-1, keepdim=True) / qmax).clamp_min(1e-12)",
         new="scale = (g.abs().amax(dim=(-2, -1), keepdim=True) / qmax).clamp_min(1e-12)",
