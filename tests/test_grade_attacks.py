@@ -18,7 +18,8 @@ import pytest
 from labs.course.grade import grade_notebooks
 from labs.course.isolation import isolation_available
 from labs.course.key import load_key
-from labs.course.notebooks import REPO_ROOT, parse_lab, student_version
+from labs.course.notebooks import REPO_ROOT, parse_lab
+from labs.course.student import student_version
 from notebook_factory import attack_lab, cell, write, write_lab_and_key
 
 LAB = "lab99-attacks"

@@ -31,7 +31,8 @@ import pytest
 
 from conftest import script
 from labs.course.isolation import isolation_available
-from labs.course.notebooks import REPO_ROOT, parse_lab, student_version
+from labs.course.notebooks import REPO_ROOT, parse_lab
+from labs.course.student import student_version
 from notebook_factory import attack_lab, cell, write, write_lab_and_key
 
 LAB = "lab99-attacks"

@@ -518,7 +518,8 @@ def _expected_only_names(tree) -> set[str]:
 def test_graded_variants_run_after_the_checks_and_uses_references_cells_do_not(tmp_path):
     """A graded variant (hidden from the student) catches an answer fitted to the visible
     check; a cell tagged uses-references is not run in a submission's kernel."""
-    from labs.course.notebooks import parse_lab, student_version
+    from labs.course.notebooks import parse_lab
+    from labs.course.student import student_version
 
     nb = good_lab()
     graded = cell(

@@ -193,7 +193,8 @@ def test_a_class_of_30_in_one_command(tmp_path):
     """10 honest, 10 idle and 10 hostile students: correct rows for every honest and idle one."""
     import test_grade_sealed as attacks
 
-    from labs.course.notebooks import parse_lab, student_version
+    from labs.course.notebooks import parse_lab
+    from labs.course.student import student_version
     from notebook_factory import cell
 
     sol, key = write_lab_and_key(tmp_path / "instructor", LAB, attack_lab())

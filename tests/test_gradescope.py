@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from labs.course import release
-from labs.course.notebooks import parse_lab, student_version
+from labs.course.notebooks import parse_lab
+from labs.course.student import student_version
 from notebook_factory import attack_lab, write
 
 LAB = "lab99-attacks"

@@ -14,7 +14,7 @@ from conftest import REPO
 
 LABS = REPO / "labs"
 TOP_LEVEL = {"__init__.py", "core.py", "gpt.py", "data.py"}
-MAX_LINES = 330  # "no module over ~300 lines"
+MAX_LINES = 320  # "no module over ~300 lines"
 # modules that used to sit at the top of labs/ (moved into the part subpackages)
 REMOVED = (
     "memory flops widgets roofline activations checkpoint lora quant triton_attention "

@@ -7,9 +7,10 @@ import pytest
 
 from labs.course import release
 from labs.course.key import build_key, compare, load_key, source_hash
-from labs.course.notebooks import NotebookError, parse_lab, student_version
+from labs.course.notebooks import NotebookError, parse_lab
 from labs.course.points import key_points
 from labs.course.setup_cell import setup_cell_source
+from labs.course.student import student_version
 from notebook_factory import CHECK, SOLUTION, cell, good_lab, lab, write
 
 

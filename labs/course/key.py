@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labs.course.notebooks import REPO_ROOT, LabInfo, NotebookError, is_guard_cell
+from labs.course.notebooks import REPO_ROOT, LabInfo, NotebookError
+from labs.course.student import is_guard_cell
 
 __all__ = [
     "KEY_DIR",

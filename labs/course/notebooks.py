@@ -1,4 +1,4 @@
-"""The exercise format of the lab notebooks: parse, validate, and derive the student version.
+"""The exercise format of the lab notebooks: parse and validate them, read and write them.
 
 A lab notebook (``book/labs/labNN-*.ipynb``) is the *solution* notebook.  Its exercises are marked
 like this (see CONTRIBUTING.md):
@@ -14,14 +14,12 @@ like this (see CONTRIBUTING.md):
   reference implementation at work (which a graded kernel does not have) ``uses-references``.
 
 :func:`parse_lab` checks all of this and returns where each exercise lives; every problem raises
-:class:`NotebookError` naming the notebook, the cell and what to do.  :func:`student_version`
-replaces each solution block by ``raise NotImplementedError("Exercise N: ...")``, drops the graded
-variants and the guard cells of the prose, and clears outputs.
+:class:`NotebookError` naming the notebook, the cell and what to do.  The student copy derived
+from a parsed lab is :mod:`labs.course.student`'s.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -32,7 +30,7 @@ import nbformat
 
 __all__ = [
     "NotebookError", "Exercise", "LabInfo", "REPO_ROOT", "load_notebook", "parse_lab",
-    "student_version", "strip_outputs", "write_notebook_atomic", "dumps",
+    "cell_tags", "write_notebook_atomic", "dumps",
 ]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +112,7 @@ def _validate_cell(path: Path, index: int, cell: Any) -> None:
         raise NotebookError(f"{where}: tags must be a list of strings, got {tags!r:.60})")
 
 
-def _tags(cell: Any) -> list[str]:
+def cell_tags(cell: Any) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
 
 
@@ -177,13 +175,13 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
                 f"{where}, line {open_line}: BEGIN SOLUTION exercise-{open_num} is never closed; "
                 "add '# END SOLUTION'"
             )
-        for tag in _tags(cell):
+        for tag in cell_tags(cell):
             m = TAG_RE.match(tag)
             if not m:
                 continue
             num = int(m.group("num"))
             if m.group("kind") == "exercise":
-                if "hide-input" in _tags(cell) or "remove-input" in _tags(cell):
+                if "hide-input" in cell_tags(cell) or "remove-input" in cell_tags(cell):
                     raise NotebookError(
                         f"{where}: check cell of exercise {num} is hidden; checks stay visible "
                         "(remove the hide-input/remove-input tag)"
@@ -204,7 +202,7 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
                     f"notebook has no '# BEGIN SOLUTION exercise-{num}: ...' block"
                 )
             for i in ex.solution_cells:
-                if "hide-input" not in _tags(nb.cells[i]):
+                if "hide-input" not in cell_tags(nb.cells[i]):
                     raise NotebookError(
                         f"{_cell_name(path, i, nb.cells[i])}: holds the solution of exercise {num}"
                         " but is not tagged hide-input (the book must collapse solutions)"
@@ -218,7 +216,7 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
     special = {i for ex in exercises.values() for i in (*ex.solution_cells, *ex.check_cells,
                                                          *ex.graded_cells)}  # fmt: skip
     for index, cell in enumerate(nb.cells):
-        if "uses-references" in _tags(cell) and (index in special or cell.cell_type != "code"):
+        if "uses-references" in cell_tags(cell) and (index in special or cell.cell_type != "code"):
             raise NotebookError(
                 f"{_cell_name(path, index, cell)}: uses-references marks an ordinary code cell "
                 "(the grader skips it), not a solution, check or graded cell"
@@ -235,7 +233,7 @@ def parse_lab(path: str | Path, nb: Any | None = None, require_solutions: bool =
 
 def _graded_cell(where: str, cell: Any, nb: Any, index: int, num: int) -> None:
     """A graded variant: a code cell removed from the book, right after exercise num's checks."""
-    tags = _tags(cell)
+    tags = cell_tags(cell)
     if cell.cell_type != "code" or "remove-cell" not in tags:
         raise NotebookError(
             f"{where}: a graded variant of exercise {num}'s check must be a code cell tagged "
@@ -246,73 +244,12 @@ def _graded_cell(where: str, cell: Any, nb: Any, index: int, num: int) -> None:
     before = next(
         (c for c in reversed(nb.cells[:index]) if c.cell_type == "code"), None
     )  # the code cell right before it
-    previous = set(_tags(before)) if before is not None else set()
+    previous = set(cell_tags(before)) if before is not None else set()
     if not previous & {f"exercise-{num}", f"graded-exercise-{num}"}:
         raise NotebookError(
             f"{where}: a graded-exercise-{num} cell must come right after exercise {num}'s last "
             "check cell (or another of its graded variants)"
         )
-
-
-def strip_outputs(nb: Any) -> Any:
-    """Return a copy of ``nb`` with outputs and execution counts cleared."""
-    nb = copy.deepcopy(nb)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-            cell.metadata.pop("execution", None)
-    nb.metadata.pop("widgets", None)
-    return nb
-
-
-def student_version(info: LabInfo) -> Any:
-    """The student notebook of a parsed lab: solutions become ``NotImplementedError`` stubs.
-
-    Each ``BEGIN``..``END`` block (markers included) becomes one line,
-    ``raise NotImplementedError("Exercise N: <what>")``, at the indentation of the marker.  The
-    ``hide-input`` tag is dropped from those cells (students must see where to write), the guard
-    cells (tagged ``remove-cell``, holding ``# guard: <name>`` above asserts on the reference run)
-    are dropped, and all outputs are cleared.
-    """
-    nb = strip_outputs(info.nb)
-    solution_cells = {i for ex in info.exercises.values() for i in ex.solution_cells}
-    graded = {i for ex in info.exercises.values() for i in ex.graded_cells}
-    for index in sorted(solution_cells):
-        cell = nb.cells[index]
-        out: list[str] = []
-        skipping = False
-        for line in cell.source.splitlines():
-            begin = BEGIN_RE.match(line)
-            if begin:
-                args = BEGIN_ARGS_RE.match(begin.group("rest"))
-                assert args is not None  # parse_lab validated it
-                message = f"Exercise {args.group('num')}: {args.group('what')}"
-                out.append(f"{begin.group('indent')}raise NotImplementedError({message!r})")
-                skipping = True
-            elif END_RE.match(line):
-                skipping = False
-            elif not skipping:
-                out.append(line)
-        cell.source = "\n".join(out)
-        cell.metadata.pop("mystnb", None)  # the "Show solution" toggle labels
-        tags = [t for t in _tags(cell) if t != "hide-input"]
-        if tags:
-            cell.metadata["tags"] = tags
-        else:
-            cell.metadata.pop("tags", None)
-    nb.cells = [c for i, c in enumerate(nb.cells) if i not in graded and not is_guard_cell(c)]
-    return nb
-
-
-def is_guard_cell(cell: Any) -> bool:
-    """A hidden code cell holding a guard of the prose (see CLAIMS-RULES.md)."""
-    source = "".join(cell.get("source", ""))  # a string, or a list of lines as stored on disk
-    return (
-        cell.get("cell_type") == "code"
-        and "remove-cell" in _tags(cell)
-        and any(re.match(r"\s*#\s*guard:", line) for line in source.splitlines())
-    )
 
 
 def write_notebook_atomic(nb: Any, path: str | Path) -> None:

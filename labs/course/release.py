@@ -36,11 +36,10 @@ from labs.course.notebooks import (
     dumps,
     load_notebook,
     parse_lab,
-    strip_outputs,
-    student_version,
 )
 from labs.course.points import exercise_points, with_points
 from labs.course.setup_cell import setup_cell_source
+from labs.course.student import strip_outputs, student_version
 
 __all__ = ["main", "build_parser", "default_labs", "prepare"]
 
