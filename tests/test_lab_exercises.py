@@ -17,6 +17,7 @@ variant, so it passes none.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import nbformat
@@ -120,3 +121,72 @@ def test_the_generic_forger_passes_no_exercise(lab, graded):
     passing = {e.exercise: e.message for e in result.exercises if e.passed}
     assert not passing, f"{lab.name}: the forger passes exercises {sorted(passing)}: {passing}"
     assert result.status == "graded", (result.status, [e.error for e in result.exercises])
+
+
+LAB17 = "lab17-3d-parallelism.ipynb"
+# A student who answers lab 17's exercises 1-3 with the package's own grid objects instead of
+# writing them: parallel3d.Layout, the general labs.parallel.mesh.Mesh, and the private program
+# behind parallel3d.train_step. Before the key sealed them, this passed exercises 1, 2 and 3.
+THROUGH_LABS = {
+    "Layout": """
+def grid_rank(dp_i, tp_i, pp_i, dp, tp, pp):
+    return p3.Layout(dp, tp, pp).rank(dp_i, tp_i, pp_i)
+
+def grid_coords(rank, dp, tp, pp):
+    return p3.Layout(dp, tp, pp).coords(rank)
+
+def grid_groups(kind, dp, tp, pp):
+    return p3.Layout(dp, tp, pp).groups(kind)
+
+def make_groups(dp, tp, pp):
+    return p3.Layout(dp, tp, pp).new_groups()
+
+def step_3d(dp, tp, pp, stages, x, y, micro_batches):
+    return p3._program(p3.Layout(dp, tp, pp), stages, x, y, micro_batches)
+""",
+    "Mesh": """
+from labs.parallel.mesh import Mesh
+
+def grid_coords(rank, dp, tp, pp):
+    c = Mesh({"tp": tp, "dp": dp, "pp": pp}).coords(rank)
+    return c["dp"], c["tp"], c["pp"]
+
+def grid_rank(dp_i, tp_i, pp_i, dp, tp, pp):
+    return next(r for r in range(dp * tp * pp) if grid_coords(r, dp, tp, pp) == (dp_i, tp_i, pp_i))
+
+def grid_groups(kind, dp, tp, pp):
+    return Mesh({"tp": tp, "dp": dp, "pp": pp}).groups(kind)
+
+def make_groups(dp, tp, pp):
+    return Mesh({"tp": tp, "dp": dp, "pp": pp}).new_groups(["tp", "dp", "pp"])
+""",
+}
+
+
+@pytest.mark.parametrize("via", sorted(THROUGH_LABS))
+def test_lab17_answered_through_the_packages_grid_passes_none_of_its_exercises(
+    via, graded_labs, tmp_path_factory
+):
+    """Exercises 1-3 of lab 17 ask for what ``Layout``, ``Mesh`` and ``train_step`` compute; the
+    key seals them (exercise 4's ``step_communication`` no longer goes through them), so a
+    notebook that calls them instead passes none of those exercises, and the lab still grades."""
+    nb = nbformat.read(STUDENT / LAB17, as_version=4)
+    tree = ast.parse(THROUGH_LABS[via])
+    after: dict[int, list[str]] = {}  # each definition right after the stub cell it replaces
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            stub = next(i for i, c in enumerate(nb.cells) if f"def {node.name}(" in c.source)
+            after.setdefault(stub, []).append(ast.unparse(node))
+    imports = [ast.unparse(n) for n in tree.body if not isinstance(n, ast.FunctionDef)]
+    for i, (stub, defs) in enumerate(sorted(after.items(), reverse=True)):
+        first = i == len(after) - 1
+        source = "\n\n".join([*(imports if first else []), *defs])
+        nb.cells.insert(stub + 1, nbformat.v4.new_code_cell(source))
+    path = tmp_path_factory.mktemp(f"lab17-{via}") / LAB17
+    nbformat.write(nb, path)
+    result = graded_labs([path])[str(path)]
+    assert result.status == "graded", (result.status, [e.error for e in result.exercises])
+    passing = sorted(e.exercise for e in result.exercises if e.passed)
+    assert passing == [], f"{via}: exercises {passing} pass through the package's own grid"
+    errors = " ".join(str(e.error) + str(e.message) for e in result.exercises if e.exercise < 3)
+    assert "reference implementation of exercise" in errors, errors[:2000]

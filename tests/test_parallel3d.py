@@ -76,3 +76,19 @@ def test_placement_estimate():
     assert good["dp"]["bytes"] == 12 * 12288**2 * 96 // 32 * 2
     single = p3.step_communication(p3.Layout(1, 1, 1), 8, **MODEL)
     assert all(c["seconds"] == 0 for c in single.values())
+
+
+def test_step_communication_links_follow_the_groups():
+    """step_communication works out which groups span nodes without Layout.groups (lab 17's
+    sealed copy withholds it): a kind's link is the inter-node one exactly when one of its groups,
+    as Layout.groups lists them, has ranks on two nodes."""
+    model = dict(layers=8, hidden=64, seq=16, micro_batch=1, micro_batches=2)
+    for dp, tp, pp in itertools.product((1, 2, 3, 4), (1, 2, 3, 8), (1, 2, 5)):
+        for order in itertools.permutations(("dp", "tp", "pp")):
+            layout = p3.Layout(dp, tp, pp, "-".join(order))
+            for per_node in (1, 2, 3, 4, 8, 16):
+                comm = p3.step_communication(layout, per_node, **model)
+                for kind in ("dp", "tp", "pp"):
+                    spans = any(len({r // per_node for r in g}) > 1 for g in layout.groups(kind))
+                    want = p3.alpha_beta.INFINIBAND if spans else p3.alpha_beta.NVLINK
+                    assert comm[kind]["link"] == want.name, (dp, tp, pp, order, per_node, kind)

@@ -19,6 +19,7 @@ on emulated ranks, and :func:`reference_step` the same step on one device.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -125,8 +126,15 @@ def step_communication(
     bytes per call and the total seconds of the step (no overlap).
     """
 
+    dims, size = layout._dims(), {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp}
+
     def link_of(kind: str) -> alpha_beta.Link:
-        spans = any(len({r // per_node for r in g}) > 1 for g in layout.groups(kind))
+        # the ranks of one group differ only in `kind`'s index, `stride` apart; written out here
+        # rather than through Layout.groups, which a lab's sealed copy withholds (lab 17 asks for it)
+        stride = math.prod(size[d] for d in dims[: dims.index(kind)])
+        n = size[kind]
+        firsts = (r for r in range(layout.world_size) if (r // stride) % n == 0)
+        spans = any((r + (n - 1) * stride) // per_node != r // per_node for r in firsts)
         return inter if spans else intra
 
     act = micro_batch * seq * hidden * bytes_per_value
