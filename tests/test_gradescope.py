@@ -281,3 +281,20 @@ def test_a_process_left_running_is_adopted_and_killed():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "1", done.stdout
+
+
+def test_the_zip_is_written_under_an_unpredictable_name(bundle, tmp_path):
+    """A folder planted under the temporary name the bundle once used does not block the build,
+    and nothing but the bundle is left beside it."""
+    from labs.course.bundle import write_bundle
+
+    tmp, archive = bundle
+    wheel = next((archive.parent / LAB).glob("*.whl"))
+    out = tmp_path / "out"
+    (out / f".{LAB}.zip.tmp" / "x").mkdir(parents=True)
+    written = write_bundle(tmp / "keys" / f"{LAB}.json", out, wheel)
+    assert written == out / f"{LAB}.zip"
+    with zipfile.ZipFile(written) as zf, zipfile.ZipFile(archive) as old:
+        assert sorted(zf.namelist()) == sorted(old.namelist())
+    left = sorted(p.name for p in out.iterdir())
+    assert left == [f".{LAB}.zip.tmp", LAB, f"{LAB}.zip"], left

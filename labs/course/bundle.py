@@ -16,6 +16,7 @@ root; the zip is unpacked into ``/autograder/source``. :func:`write_bundle` writ
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from labs.course.gradefile import write_atomic
 from labs.course.notebooks import REPO_ROOT, NotebookError
 
 __all__ = [
@@ -133,8 +135,8 @@ def write_bundle(
     for name in ("setup.sh", "run_autograder"):
         (folder / name).chmod(0o755)
     archive = out_dir / f"{lab}.zip"
-    tmp = archive.with_name(f".{archive.name}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(folder.iterdir()):
             info = zipfile.ZipInfo(path.name, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = (
@@ -142,5 +144,5 @@ def write_bundle(
             ) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, path.read_bytes())
-    tmp.replace(archive)
+    write_atomic(archive, data.getvalue())  # an unpredictable temporary name, then a rename
     return archive

@@ -115,8 +115,9 @@ def payload(results, students, points: Points, shard: dict | None = None) -> dic
     return doc
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename.
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (a string, stored as UTF-8, or bytes) to ``path`` through a temporary file
+    and a rename.
 
     The temporary file has an unpredictable name (``tempfile.mkstemp`` in the target's folder), so
     nothing a kernel planted beforehand (a folder or a link under a guessable name) can block it.
@@ -134,8 +135,8 @@ def write_atomic(path: Path, text: str) -> None:
         umask = os.umask(0o022)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # the mode an ordinary write gives, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
         try:
             os.replace(tmp, path)
         except OSError:  # a folder under the real name: remove it, then rename once more

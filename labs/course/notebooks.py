@@ -30,7 +30,7 @@ import nbformat
 
 __all__ = [
     "NotebookError", "Exercise", "LabInfo", "REPO_ROOT", "load_notebook", "parse_lab",
-    "cell_tags", "write_notebook_atomic", "dumps",
+    "cell_tags", "dumps",
 ]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -250,15 +250,6 @@ def _graded_cell(where: str, cell: Any, nb: Any, index: int, num: int) -> None:
             f"{where}: a graded-exercise-{num} cell must come right after exercise {num}'s last "
             "check cell (or another of its graded variants)"
         )
-
-
-def write_notebook_atomic(nb: Any, path: str | Path) -> None:
-    """Write ``nb`` to ``path`` through a temporary file and a rename: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(dumps(nb), encoding="utf-8")
-    tmp.replace(path)
 
 
 def dumps(nb: Any) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import nbformat
 
+from labs.course.gradefile import write_atomic
 from labs.course.key import KEY_DIR, build_key, key_text
 from labs.course.notebooks import (
     REPO_ROOT,
@@ -91,14 +92,6 @@ def prepare(path: Path, student_dir: Path, key_dir: Path = KEY_DIR) -> list[tupl
     ]
 
 
-def _write_atomic(text: str, path: Path) -> None:
-    """Write through a temporary file and a rename: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The arguments of ``labs-release``."""
     parser = argparse.ArgumentParser(prog="labs-release", description=__doc__.split("\n")[0])
@@ -149,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale or extra else 0
     for path, text in planned:
         if path in stale:
-            _write_atomic(text, path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text)
             print(
                 f"wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
             )
