@@ -113,6 +113,7 @@ def _validate_cell(path: Path, index: int, cell: Any) -> None:
 
 
 def cell_tags(cell: Any) -> list[str]:
+    """The tags of a notebook cell (``metadata.tags``), an empty list when it has none."""
     return list(cell.get("metadata", {}).get("tags", []))
 
 
