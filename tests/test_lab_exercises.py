@@ -123,12 +123,13 @@ def test_the_generic_forger_passes_no_exercise(lab, graded):
     assert result.status == "graded", (result.status, [e.error for e in result.exercises])
 
 
-LAB17 = "lab17-3d-parallelism.ipynb"
-# A student who answers lab 17's exercises 1-3 with the package's own grid objects instead of
-# writing them: parallel3d.Layout, the general labs.parallel.mesh.Mesh, and the private program
-# behind parallel3d.train_step. Before the key sealed them, this passed exercises 1, 2 and 3.
+# Students who answer exercises with the package's own code instead of writing it: lab 17 with
+# parallel3d.Layout, the general labs.parallel.mesh.Mesh and the private program behind
+# parallel3d.train_step; and one route per lab that an audit of every exercise found unsealed
+# (tests/BUDGET.md counts their cost). Before the keys sealed them, each of these notebooks
+# passed the exercises it answers (lab 17: 3 through Layout, 2 through Mesh).
 THROUGH_LABS = {
-    "Layout": """
+    ("lab17-3d-parallelism", "Layout"): """
 def grid_rank(dp_i, tp_i, pp_i, dp, tp, pp):
     return p3.Layout(dp, tp, pp).rank(dp_i, tp_i, pp_i)
 
@@ -144,7 +145,7 @@ def make_groups(dp, tp, pp):
 def step_3d(dp, tp, pp, stages, x, y, micro_batches):
     return p3._program(p3.Layout(dp, tp, pp), stages, x, y, micro_batches)
 """,
-    "Mesh": """
+    ("lab17-3d-parallelism", "Mesh"): """
 from labs.parallel.mesh import Mesh
 
 def grid_coords(rank, dp, tp, pp):
@@ -160,33 +161,65 @@ def grid_groups(kind, dp, tp, pp):
 def make_groups(dp, tp, pp):
     return Mesh({"tp": tp, "dp": dp, "pp": pp}).new_groups(["tp", "dp", "pp"])
 """,
+    ("lab06-services", "LeakyBucket"): """
+from labs.serving.limits import LeakyBucket
+
+class MyTokenBucket(LeakyBucket):
+    def allow(self):
+        return super().allow()
+""",
+    ("lab10-inference", "kv_bytes_per_token"): """
+from labs.inference.kv_quant import kv_bytes_per_token
+
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, head_dim, tokens, batch=1, bytes_per_value=2):
+    return int(kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_value) * tokens * batch)
+""",
+    ("lab20-compression", "kd_divergence"): """
+import torch.nn.functional as F
+from labs.compress.distill_llm import kd_divergence
+
+def kd_loss(student_logits, teacher_logits, targets, temperature=2.0, alpha=0.5):
+    kd = kd_divergence(student_logits, teacher_logits, "forward", temperature)
+    ce = F.cross_entropy(student_logits.reshape(-1, student_logits.shape[-1]), targets.reshape(-1))
+    return alpha * temperature**2 * kd + (1 - alpha) * ce
+""",
+    ("lab21-pruning", "sparsegpt"): """
+import torch
+from labs.compress.sparsegpt import sparsegpt
+
+def magnitude_mask(w, sparsity):  # one block of the whole layer, identity Hessian: |w| ranks
+    n = w.shape[1]
+    return sparsegpt(w.detach().float(), torch.eye(n), sparsity, block_size=n, damp=0.0)[1]
+""",
 }
 
 
-@pytest.mark.parametrize("via", sorted(THROUGH_LABS))
-def test_lab17_answered_through_the_packages_grid_passes_none_of_its_exercises(
-    via, graded_labs, tmp_path_factory
+@pytest.mark.parametrize("lab, via", sorted(THROUGH_LABS), ids=lambda v: v)
+def test_an_exercise_answered_through_the_packages_own_code_passes_none(
+    lab, via, graded_labs, tmp_path_factory
 ):
-    """Exercises 1-3 of lab 17 ask for what ``Layout``, ``Mesh`` and ``train_step`` compute; the
-    key seals them (exercise 4's ``step_communication`` no longer goes through them), so a
-    notebook that calls them instead passes none of those exercises, and the lab still grades."""
-    nb = nbformat.read(STUDENT / LAB17, as_version=4)
-    tree = ast.parse(THROUGH_LABS[via])
+    """The key seals what the exercises ask for wherever ``labs`` computes it (lab 17's
+    ``step_communication``, which exercise 4 may use, no longer goes through ``Layout``), so a
+    student notebook whose stubs call it instead passes no exercise, and the lab still grades."""
+    name = f"{lab}.ipynb"
+    nb = nbformat.read(STUDENT / name, as_version=4)
+    tree = ast.parse(THROUGH_LABS[lab, via])
     after: dict[int, list[str]] = {}  # each definition right after the stub cell it replaces
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            stub = next(i for i, c in enumerate(nb.cells) if f"def {node.name}(" in c.source)
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            marks = (f"def {node.name}(", f"class {node.name}:", f"class {node.name}(")
+            stub = next(i for i, c in enumerate(nb.cells) if any(m in c.source for m in marks))
             after.setdefault(stub, []).append(ast.unparse(node))
-    imports = [ast.unparse(n) for n in tree.body if not isinstance(n, ast.FunctionDef)]
+    imports = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     for i, (stub, defs) in enumerate(sorted(after.items(), reverse=True)):
         first = i == len(after) - 1
         source = "\n\n".join([*(imports if first else []), *defs])
         nb.cells.insert(stub + 1, nbformat.v4.new_code_cell(source))
-    path = tmp_path_factory.mktemp(f"lab17-{via}") / LAB17
+    path = tmp_path_factory.mktemp(f"{lab}-{via}") / name
     nbformat.write(nb, path)
     result = graded_labs([path])[str(path)]
     assert result.status == "graded", (result.status, [e.error for e in result.exercises])
     passing = sorted(e.exercise for e in result.exercises if e.passed)
-    assert passing == [], f"{via}: exercises {passing} pass through the package's own grid"
-    errors = " ".join(str(e.error) + str(e.message) for e in result.exercises if e.exercise < 3)
+    assert passing == [], f"{lab} through {via}: exercises {passing} pass"
+    errors = " ".join(str(e.error) for e in result.exercises)
     assert "reference implementation of exercise" in errors, errors[:2000]
