@@ -107,6 +107,32 @@ WRONG = [
     ),
     # exercise 4: placement
     Wrong(4, "the most expensive order", old="return min(", new="return max("),
+    Wrong(
+        3,
+        "no communication at all: one device's gradients, cut into each rank's shard",
+        block="""
+        layout = p3.Layout(dp, tp, pp)
+        full = p3.reference_step(stages, x, y)[pp_i]
+        return {name: p3.shard_of(layout, rank, name, g) for name, g in full.items()}
+        """,
+    ),
+    Wrong(
+        3,
+        "sends the activations but not the input gradients back (one device's gradients)",
+        block="""
+        stage = shard_stage(stages[pp_i], tp_i, tp, groups["tp"])
+        nxt = grid_rank(dp_i, tp_i, pp_i + 1, dp, tp, pp) if pp_i < pp - 1 else None
+        prev = grid_rank(dp_i, tp_i, pp_i - 1, dp, tp, pp) if pp_i > 0 else None
+        for mb in x.chunk(dp)[dp_i].chunk(micro_batches):
+            if prev is not None:
+                dist.recv(mb.clone(), prev)
+            if nxt is not None:
+                dist.send(mb.clone(), nxt)
+        layout = p3.Layout(dp, tp, pp)
+        full = p3.reference_step(stages, x, y)[pp_i]
+        return {name: p3.shard_of(layout, rank, name, g) for name, g in full.items()}
+        """,
+    ),
     Wrong(4, "hard-coded Megatron's order", block='return "tp-dp-pp"'),
     Wrong(
         4,
