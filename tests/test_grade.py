@@ -144,3 +144,43 @@ def test_notebook_time_limit_and_a_dying_kernel(tmp_path):
     assert dying_r.exercises[1].error == (
         "not run: the kernel died in cell 4 (it crashed, exited or ran out of memory)"
     )
+
+
+def harness_lab():
+    """A lab whose check goes through a helper of a given cell, as lab 16's checks go through
+    ``train_zero`` and lab 11's through ``triton_forward``."""
+    return lab(
+        cell("def run_through(f, x):\n    return f(x)"),  # the lab's given harness
+        cell(
+            "def triple(x):\n    # BEGIN SOLUTION exercise-1: three times x\n"
+            "    return 3 * x\n    # END SOLUTION",
+            "hide-input",
+        ),
+        cell(
+            "from labs.course.checks import exercise\nwith exercise(1, 'triple') as check:\n"
+            "    check.equal(run_through(triple, 7), 21, 'run_through(triple, 7)')",
+            "exercise-1",
+        ),
+    )
+
+
+@pytest.mark.parametrize("where", ["in its cell", "in a later cell", "in its cell, tag removed"])
+def test_a_redefined_harness_is_the_keys_again_at_every_check(tmp_path, where):
+    """A submission that rewrites the given harness so that the check's value no longer depends
+    on its stub fails; the honest solution still passes through the key's harness."""
+    _, key = write_lab_and_key(tmp_path / "instructor", "lab98-harness", harness_lab())
+    honest = write(tmp_path / "honest.ipynb", harness_lab())
+    cheat = harness_lab()
+    cheat.cells[1].source = "def triple(x):\n    raise NotImplementedError('Exercise 1')"
+    forged = "def run_through(f, x):\n    return 21"
+    if where == "in a later cell":
+        cheat.cells.insert(2, cell(forged))
+    else:
+        cheat.cells[0].source = forged
+        if where.endswith("tag removed"):
+            cheat.cells[0].metadata["tags"] = ["uses-references"]
+    cheat = write(tmp_path / "cheat.ipynb", cheat)
+    good, bad = grade_notebooks([honest, cheat], key=key)
+    assert [e.passed for e in good.exercises] == [True], good.exercises
+    assert [e.passed for e in bad.exercises] == [False], bad.exercises
+    assert "not implemented yet" in bad.exercises[0].error, bad.exercises[0].error

@@ -49,7 +49,7 @@ from labs.course.reference import (
 from labs.course.results import NotebookResult, Tally, all_fail
 from labs.course.sandbox import Sandbox, cores
 from labs.course.sealed_labs import seal
-from labs.course.snippet import MARK, check_snippet, definitions
+from labs.course.snippet import MARK, check_snippet, definitions, given_preludes
 from labs.course.submissions import digest, load
 from labs.course.verdict import judge
 
@@ -125,6 +125,7 @@ def _run(
 ):
     """Run the plan in ``box``: each step to the end, a limit, or a dead kernel."""
     prelude: list[str] = []  # the definitions of the checks so far, re-run before each check
+    given = given_preludes(tally.key)  # and those of the lab's given cells before it
     na = tuple(sorted(reference.not_applicable))
     for step in steps:
         num = step.check[0] if step.check else None
@@ -145,6 +146,8 @@ def _run(
             prelude.append(definitions(step.source))
             continue
         else:
+            if given.get(step.check):  # the key's harness, as is (not rewritten), then the check
+                box.run("\n".join(given[step.check]), limit)
             code, nonce = check_snippet("\n".join([*prelude, step.source]), keep=reference.keep,
                                         not_applicable=na)  # fmt: skip
             prelude.append(definitions(step.source))

@@ -144,11 +144,14 @@ def build_key(info: LabInfo) -> dict[str, Any]:
         for num, ex in info.exercises.items()
         for k, i in enumerate([*ex.check_cells, *ex.graded_cells])
     }
-    cells = [
-        {"check": where[i]} if i in where else {"source": normalise(cell.source)}
-        for i, cell in enumerate(info.nb.cells)
-        if cell.cell_type == "code"
-    ]
+    solutions = {i for ex in info.exercises.values() for i in ex.solution_cells}
+    cells = []  # "given": the lab's own code (neither a solution nor a reference demo nor a guard)
+    for i, cell in enumerate(info.nb.cells):
+        if cell.cell_type == "code":
+            tags, given = [str(t) for t in cell.metadata.get("tags", [])], i not in solutions
+            given = given and USES_REFERENCES not in tags and not is_guard_cell(cell)
+            entry = {"source": normalise(cell.source)} | ({"given": True} if given else {})
+            cells.append({"check": where[i]} if i in where else entry)
     return {"format": FORMAT, "lab": info.path.stem, "exercises": exercises, "cells": cells}
 
 

@@ -23,7 +23,7 @@ from labs.course.decode import parse_events
 from labs.course.key import check_source
 from labs.course.rewrite import rewrite
 from labs.course.sandbox import Sandbox
-from labs.course.snippet import MARK, check_snippet, definitions
+from labs.course.snippet import MARK, check_snippet, definitions, given_preludes
 from labs.course.unused import loaded_names
 
 __all__ = ["CELL_TIMEOUT", "NOTEBOOK_TIMEOUT", "GraderError", "Reference", "reference_run"]
@@ -99,6 +99,7 @@ def _run(key: dict[str, Any], cell_timeout: float, notebook_timeout: float, isol
     problems: dict[tuple[int, int], str] = {}
     na: dict[int, str] = {}
     prelude: list[str] = []
+    given = given_preludes(key)
     box = Sandbox(isolate=isolate)
     try:
         box.start()
@@ -117,6 +118,8 @@ def _run(key: dict[str, Any], cell_timeout: float, notebook_timeout: float, isol
             if left <= 0 or not box.alive():
                 problems[(num, k)] = "the key's own run stopped before this check (time limit)"
                 continue
+            if given.get((num, k)):  # as in a submission's run (labs.course.grade)
+                box.run("\n".join(given[(num, k)]), left)
             code, nonce = check_snippet("\n".join([*prelude, source]), student=False, keep=keep)
             prelude.append(definitions(source))
             result = box.run(code, left)

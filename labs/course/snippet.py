@@ -71,6 +71,21 @@ def definitions(source: str) -> str:
     return ast.unparse(ast.Module(body=keep, type_ignores=[])) if keep else ""
 
 
+def given_preludes(key: dict) -> dict[tuple[int, int], list[str]]:
+    """``{(exercise, k): definitions}`` of the lab's given cells that come before each check in
+    the key (its ``"given"`` cells): re-run before that check, so that a submission cannot
+    redefine the harness a check calls (a training loop, a kernel launcher) in its own copy of
+    a given cell."""
+    out: dict[tuple[int, int], list[str]] = {}
+    seen: list[str] = []
+    for cell in key.get("cells", []):
+        if "check" in cell:
+            out[(int(cell["check"][0]), int(cell["check"][1]))] = list(seen)
+        elif cell.get("given") and (text := definitions(cell.get("source", ""))):
+            seen.append(text)
+    return out
+
+
 def check_snippet(
     source: str,
     *,
