@@ -133,7 +133,8 @@ def test_every_key_seals_a_copy_without_its_references(path):
     key = json.loads(path.read_text())
     root = seal(key)
     assert not list(root.rglob("*.pyc")) and not list(root.rglob("__pycache__"))
-    for name, numbers in forbidden(key).items():
+    refs = forbidden(key)
+    for name, numbers in refs.items():
         file, names = locate(name, root / "labs")
         node = ast.parse(file.read_text())
         for part in names:
@@ -142,7 +143,10 @@ def test_every_key_seals_a_copy_without_its_references(path):
             assert len(body) == 1 and isinstance(body[0], ast.Raise), (name, ast.unparse(body[0]))
             text = ast.unparse(body[0])
             assert "ReferenceUsed" in text and "is the reference implementation of exercise" in text
-            assert str(numbers[0]) in text.split(" of lab")[0]
+            # a method listed on its own (KVCache.update) names its own exercises
+            named = text.split("ReferenceUsed(")[1].split(" is the reference")[0].strip("'\"")
+            want = refs.get(named, numbers) if named.startswith(name) else numbers
+            assert str(want[0]) in text.split(" of lab")[0], (name, named, text)
 
 
 def test_a_sealed_reference_raises_in_a_fresh_interpreter():

@@ -174,6 +174,24 @@ from labs.inference.kv_quant import kv_bytes_per_token
 def kv_cache_bytes(n_layers, n_heads, n_kv_heads, head_dim, tokens, batch=1, bytes_per_value=2):
     return int(kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_value) * tokens * batch)
 """,
+    ("lab10-inference", "KVCache on meta"): """
+import torch
+from labs.inference.kv_cache import KVCache
+
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, head_dim, tokens, batch=1, bytes_per_value=2):
+    dtype = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}[bytes_per_value]
+    c = KVCache(n_layers, batch, n_kv_heads, tokens, head_dim, dtype=dtype, device="meta")
+    return sum(t.nbytes for t in c.k + c.v)
+
+def quantize_kv_heads(x):
+    from labs.compress.gptq import minmax_params, quantize_with
+    t, h, d = x.shape
+    w = x.reshape(t * h, d).float()
+    scale, zero = minmax_params(w, 8, sym=True)
+    scale = torch.where(scale > 1e-12, scale, torch.ones_like(scale))
+    q = torch.round(quantize_with(w, scale, zero, 8, sym=True) / scale).to(torch.int8)
+    return q.view(t, h, d), scale.view(t, h, 1)
+""",
     ("lab20-compression", "kd_divergence"): """
 import torch.nn.functional as F
 from labs.compress.distill_llm import kd_divergence

@@ -89,3 +89,23 @@ def test_compare_times_thread_time_ignores_sleep_and_needs_one_thread():
         assert wall["sleep"] >= 0.05
     finally:
         torch.set_num_threads(threads)
+
+
+def test_peak_memory_refuses_work_moved_to_another_thread():
+    """The CPU profiler sees only its own thread: a call that hands its work to a Python thread
+    would measure 0 bytes, so it is refused with a clear error; threads work again afterwards."""
+    import threading
+
+    x = torch.randn(256, 256)
+
+    def elsewhere():
+        worker = threading.Thread(target=lambda: x @ x)
+        worker.start()
+        worker.join()
+
+    assert rl.peak_memory_bytes(lambda: x @ x) >= 256 * 256 * 4
+    with pytest.raises(RuntimeError, match="started a thread"):
+        rl.peak_memory_bytes(elsewhere)
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()

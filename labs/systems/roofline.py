@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from labs.basics import flops
+from labs.systems.single_thread import no_new_threads
 
 __all__ = [
     "peak_matmul_flops",
@@ -272,7 +273,8 @@ def peak_memory_bytes(fn: Callable[[], object], device: str | torch.device = "cp
         pass  # the first profiler start of a process prints and allocates set-up state
     with _silence_native_stderr():
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            fn()
+            with no_new_threads("peak_memory_bytes"):  # the profiler sees this thread only
+                fn()
     events = [
         (e.start_ns(), e.nbytes())
         for e in prof.profiler.kineto_results.events()

@@ -37,6 +37,37 @@ WRONG = [
     Wrong(2, "calls torch.softmax", block="return torch.softmax(x, 0)"),
     Wrong(
         2,
+        "calls torch.softmax in another thread, where the check's call recorder cannot see it",
+        block="""
+        import threading
+
+        box = {}
+        worker = threading.Thread(target=lambda: box.setdefault("r", torch.softmax(x, 0)))
+        worker.start()
+        worker.join()
+        return box["r"]
+        """,
+    ),
+    Wrong(
+        3,
+        "the whole score matrix at once, in another thread, where the profiler cannot see it",
+        block="""
+        import threading
+
+        def full():
+            s = q.double() @ k.double().T / math.sqrt(q.shape[1])
+            o = (torch.softmax(s, -1) @ v.double()).to(q.dtype)
+            return o, torch.logsumexp(s, -1).to(q.dtype)
+
+        box = {}
+        worker = threading.Thread(target=lambda: box.setdefault("r", full()))
+        worker.start()
+        worker.join()
+        return box["r"]
+        """,
+    ),
+    Wrong(
+        2,
         "two passes: a global max first",
         block="""
         m = x.max().item()
